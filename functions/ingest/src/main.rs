@@ -1,0 +1,38 @@
+//! Ingest Lambda: SQS batch -> `feedsafe::lambda::handle_sqs_batch`.
+
+use feedsafe::aws::dynamo::DynamoEvidenceStore;
+use feedsafe::aws::s3::S3ArtifactStore;
+use feedsafe::aws::AwsClients;
+use feedsafe::config::IngestConfig;
+use feedsafe::ingest::IngestService;
+use feedsafe::lambda::{handle_sqs_batch, init_tracing, CachedConnectors};
+use feedsafe::ports::{NoFaults, SystemClock};
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use std::sync::Arc;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    init_tracing();
+    let config = IngestConfig::from_env()?;
+    let clients = AwsClients::from_env(config.s3_force_path_style).await;
+    let store = Arc::new(DynamoEvidenceStore::new(
+        clients.dynamodb.clone(),
+        &config.evidence_table,
+    ));
+    let service = IngestService::new(
+        store.clone(),
+        Arc::new(S3ArtifactStore::new(clients.s3.clone(), &config.raw_bucket)),
+        Arc::new(CachedConnectors::new(store, config.connector_cache)),
+        Arc::new(SystemClock),
+        Arc::new(NoFaults),
+    );
+    let service = &service;
+    run(service_fn(
+        move |event: LambdaEvent<aws_lambda_events::event::sqs::SqsEvent>| async move {
+            handle_sqs_batch(service, event.payload)
+                .await
+                .map_err(Error::from)
+        },
+    ))
+    .await
+}

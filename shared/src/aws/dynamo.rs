@@ -1,0 +1,502 @@
+//! The evidence table in DynamoDB. One table holds every record kind (docs/item-schema.md):
+//!
+//! | record       | pk                     | sk       | gsi1 (item history)                    | gsi2 (lists)                     |
+//! |--------------|------------------------|----------|----------------------------------------|----------------------------------|
+//! | replay       | `DLV#{delivery_key}`   | `REPLAY` |                                        |                                  |
+//! | observation  | `OBS#{observation_id}` | `OBS`    | `ITEM#{tenant}#{item}`, `{observed}#{id}` |                                |
+//! | run          | `RUN#{run_id}`         | `RUN`    |                                        |                                  |
+//! | quarantine   | `QUAR#{id}`            | `QUAR`   |                                        | `QUARANTINE#{tenant}`, `{at}#{id}` |
+//! | connector    | `CONNECTOR#{id}`       | `CONFIG` |                                        |                                  |
+
+use crate::connector::ConnectorConfig;
+use crate::fingerprint::Fingerprint;
+use crate::ids::ConnectorId;
+use crate::model::{Observation, QuarantineEntry, ReplayRecord, ReplayState, RunPageUpdate};
+use crate::ports::{
+    AttemptProbe, ChunkOutcome, ChunkWrite, ConnectorDirectory, EvidenceStore, ReplayAction,
+    StoreError,
+};
+use crate::timestamp::Timestamp;
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
+};
+use aws_sdk_dynamodb::Client;
+use std::collections::HashMap;
+
+pub type Item = HashMap<String, AttributeValue>;
+
+pub const PK: &str = "pk";
+pub const SK: &str = "sk";
+/// Which record an item holds: `replay`, `observation`, `run`, `quarantine`, `connector`.
+pub const ENTITY: &str = "entity";
+pub const GSI1: &str = "gsi1";
+pub const GSI2: &str = "gsi2";
+
+pub const SK_REPLAY: &str = "REPLAY";
+pub const SK_OBSERVATION: &str = "OBS";
+pub const SK_RUN: &str = "RUN";
+pub const SK_QUARANTINE: &str = "QUAR";
+pub const SK_CONNECTOR: &str = "CONFIG";
+
+pub fn replay_pk(delivery_key: &str) -> String {
+    format!("DLV#{delivery_key}")
+}
+pub fn observation_pk(observation_id: &str) -> String {
+    format!("OBS#{observation_id}")
+}
+pub fn run_pk(run_id: &str) -> String {
+    format!("RUN#{run_id}")
+}
+pub fn quarantine_pk(id: &str) -> String {
+    format!("QUAR#{id}")
+}
+pub fn connector_pk(id: &str) -> String {
+    format!("CONNECTOR#{id}")
+}
+pub fn item_history_pk(tenant: &str, item: &str) -> String {
+    format!("ITEM#{tenant}#{item}")
+}
+pub fn quarantine_list_pk(tenant: &str) -> String {
+    format!("QUARANTINE#{tenant}")
+}
+
+fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn key(pk: String, sk: &str) -> Item {
+    HashMap::from([(PK.to_owned(), s(pk)), (SK.to_owned(), s(sk))])
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<Item, StoreError> {
+    serde_dynamo::to_item(value)
+        .map_err(|e| StoreError::Invariant(format!("record does not encode: {e}")))
+}
+
+pub fn decode<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreError> {
+    serde_dynamo::from_item(item)
+        .map_err(|e| StoreError::Invariant(format!("stored record does not decode: {e}")))
+}
+
+fn with_keys(mut item: Item, pk: String, sk: &str, kind: &str) -> Item {
+    item.insert(PK.to_owned(), s(pk));
+    item.insert(SK.to_owned(), s(sk));
+    item.insert(ENTITY.to_owned(), s(kind));
+    item
+}
+
+pub fn replay_item(record: &ReplayRecord) -> Result<Item, StoreError> {
+    Ok(with_keys(
+        encode(record)?,
+        replay_pk(&record.delivery_key),
+        SK_REPLAY,
+        "replay",
+    ))
+}
+
+pub fn observation_item(observation: &Observation) -> Result<Item, StoreError> {
+    let mut item = with_keys(
+        encode(observation)?,
+        observation_pk(observation.observation_id.as_str()),
+        SK_OBSERVATION,
+        "observation",
+    );
+    item.insert(
+        "gsi1pk".to_owned(),
+        s(item_history_pk(
+            observation.tenant.as_str(),
+            &observation.item,
+        )),
+    );
+    item.insert(
+        "gsi1sk".to_owned(),
+        s(format!(
+            "{}#{}",
+            observation.observed_at.sort_key(),
+            observation.observation_id
+        )),
+    );
+    Ok(item)
+}
+
+pub fn quarantine_item(entry: &QuarantineEntry) -> Result<Item, StoreError> {
+    let mut item = with_keys(
+        encode(entry)?,
+        quarantine_pk(&entry.quarantine_id),
+        SK_QUARANTINE,
+        "quarantine",
+    );
+    item.insert("gsi2pk".to_owned(), s(quarantine_list_pk(&entry.tenant)));
+    item.insert(
+        "gsi2sk".to_owned(),
+        s(format!(
+            "{}#{}",
+            entry.first_seen_at.sort_key(),
+            entry.quarantine_id
+        )),
+    );
+    Ok(item)
+}
+
+pub fn connector_item(config: &ConnectorConfig) -> Result<Item, StoreError> {
+    Ok(with_keys(
+        encode(config)?,
+        connector_pk(config.connector.as_str()),
+        SK_CONNECTOR,
+        "connector",
+    ))
+}
+
+fn unavailable<E>(what: &'static str) -> impl FnOnce(E) -> StoreError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    move |e| StoreError::Unavailable(anyhow::Error::new(e).context(what))
+}
+
+/// DynamoDB implementation of the evidence ports.
+#[derive(Clone, Debug)]
+pub struct DynamoEvidenceStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoEvidenceStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Consistent read of a delivery's replay record.
+    pub async fn replay_record(
+        &self,
+        delivery_key: &str,
+    ) -> Result<Option<ReplayRecord>, StoreError> {
+        self.get(replay_pk(delivery_key), SK_REPLAY).await
+    }
+
+    pub async fn observation(
+        &self,
+        observation_id: &str,
+    ) -> Result<Option<Observation>, StoreError> {
+        self.get(observation_pk(observation_id), SK_OBSERVATION)
+            .await
+    }
+
+    pub async fn quarantine_entry(&self, id: &str) -> Result<Option<QuarantineEntry>, StoreError> {
+        self.get(quarantine_pk(id), SK_QUARANTINE).await
+    }
+
+    pub async fn put_connector(&self, config: &ConnectorConfig) -> Result<(), StoreError> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(connector_item(config)?))
+            .send()
+            .await
+            .map_err(unavailable("put connector"))?;
+        Ok(())
+    }
+
+    /// The run record as stored (issue 3 gives runs their own type; here it is raw attributes).
+    pub async fn run_item(&self, run_id: &str) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(run_pk(run_id), SK_RUN)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable("get run"))?;
+        Ok(out.item)
+    }
+
+    async fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        pk: String,
+        sk: &str,
+    ) -> Result<Option<T>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(pk, sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable("get item"))?;
+        out.item.map(decode).transpose()
+    }
+
+    /// Tokens are account-wide in DynamoDB: scope them to this table so that two stacks (or two
+    /// test tables) storing the same delivery never collide.
+    fn scoped_token(&self, token: &str) -> String {
+        let digest = crate::hashing::sha256(format!("{}\n{token}", self.table).as_bytes());
+        crate::hashing::hex(&digest[..16])
+    }
+
+    fn replay_action(
+        &self,
+        action: &ReplayAction,
+        now: Timestamp,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let item = match action {
+            ReplayAction::Create { record, replacing } => {
+                let mut put = Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(replay_item(record)?))
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    );
+                put = match replacing {
+                    None => put.condition_expression("attribute_not_exists(pk)"),
+                    // Replace exactly the expired epoch we saw, so two workers cannot both
+                    // start a new epoch from it.
+                    Some(old) => put
+                        .condition_expression("epoch = :old_epoch AND expires_at = :old_expires AND expires_at <= :now")
+                        .expression_attribute_values(":old_epoch", n(old.epoch))
+                        .expression_attribute_values(":old_expires", n(old.expires_at))
+                        .expression_attribute_values(":now", n(now.unix_seconds())),
+                };
+                TransactWriteItem::builder()
+                    .put(put.build().map_err(build_error)?)
+                    .build()
+            }
+            ReplayAction::Advance {
+                delivery_key,
+                fingerprint,
+                epoch,
+                from_chunk,
+                commit_at,
+            } => {
+                let mut update = Update::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(key(replay_pk(delivery_key), SK_REPLAY)))
+                    .condition_expression(
+                        "#state = :pending AND fingerprint = :fp AND epoch = :epoch AND chunks_done = :from",
+                    )
+                    .expression_attribute_names("#state", "state")
+                    .expression_attribute_values(":pending", s("PENDING"))
+                    .expression_attribute_values(":fp", s(fingerprint.to_string()))
+                    .expression_attribute_values(":epoch", n(epoch))
+                    .expression_attribute_values(":from", n(from_chunk))
+                    .expression_attribute_values(":next", n(from_chunk + 1))
+                    .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+                update = match commit_at {
+                    None => update.update_expression("SET chunks_done = :next"),
+                    Some(at) => update
+                        .update_expression(
+                            "SET chunks_done = :next, #state = :committed, committed_at = :at",
+                        )
+                        .expression_attribute_values(":committed", s("COMMITTED"))
+                        .expression_attribute_values(":at", s(at.to_rfc3339())),
+                };
+                TransactWriteItem::builder()
+                    .update(update.build().map_err(build_error)?)
+                    .build()
+            }
+        };
+        Ok(item)
+    }
+
+    fn run_page_action(&self, page: &RunPageUpdate) -> Result<TransactWriteItem, StoreError> {
+        let mut expression = String::from(
+            "ADD pages_committed :page \
+             SET entity = :kind, run_id = :run, tenant = if_not_exists(tenant, :tenant), \
+             connector = if_not_exists(connector, :connector), updated_at = :at",
+        );
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(run_pk(page.run_id.as_str()), SK_RUN)))
+            .expression_attribute_values(":page", AttributeValue::Ns(vec![page.page.to_string()]))
+            .expression_attribute_values(":kind", s("run"))
+            .expression_attribute_values(":run", s(page.run_id.as_str()))
+            .expression_attribute_values(":tenant", s(page.tenant.as_str()))
+            .expression_attribute_values(":connector", s(page.connector.as_str()))
+            .expression_attribute_values(":at", s(page.at.to_rfc3339()));
+        if let Some(count) = page.page_count {
+            expression.push_str(", page_count = if_not_exists(page_count, :count)");
+            update = update.expression_attribute_values(":count", n(count));
+        }
+        let update = update
+            .update_expression(expression)
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+}
+
+fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Invariant(format!("request does not build: {e}"))
+}
+
+#[async_trait]
+impl EvidenceStore for DynamoEvidenceStore {
+    async fn record_attempt(
+        &self,
+        delivery_key: &str,
+        expected: &Fingerprint,
+        now: Timestamp,
+    ) -> Result<AttemptProbe, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(replay_pk(delivery_key), SK_REPLAY)))
+            .update_expression("SET attempts = attempts + :one, last_attempt_at = :now")
+            .condition_expression(
+                "attribute_exists(pk) AND expires_at > :now_s AND fingerprint = :fp",
+            )
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":now", s(now.to_rfc3339()))
+            .expression_attribute_values(":now_s", n(now.unix_seconds()))
+            .expression_attribute_values(":fp", s(expected.to_string()))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let item = out.attributes.ok_or_else(|| {
+                    StoreError::Invariant("UpdateItem returned no attributes".into())
+                })?;
+                Ok(AttemptProbe::Counted(decode(item)?))
+            }
+            Err(SdkError::ServiceError(e)) => match e.into_err() {
+                UpdateItemError::ConditionalCheckFailedException(failed) => match failed.item {
+                    None => Ok(AttemptProbe::Absent),
+                    Some(item) => {
+                        let record: ReplayRecord = decode(item)?;
+                        if record.is_expired_at(now) {
+                            Ok(AttemptProbe::Expired(record))
+                        } else {
+                            Ok(AttemptProbe::Differs(record))
+                        }
+                    }
+                },
+                other => Err(unavailable("record attempt")(other)),
+            },
+            Err(other) => Err(unavailable("record attempt")(other)),
+        }
+    }
+
+    async fn write_chunk(
+        &self,
+        chunk: &ChunkWrite,
+        now: Timestamp,
+    ) -> Result<ChunkOutcome, StoreError> {
+        let mut actions = Vec::with_capacity(chunk.observations.len() + 2);
+        actions.push(self.replay_action(&chunk.replay, now)?);
+        for observation in &chunk.observations {
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(observation_item(observation)?))
+                .condition_expression("attribute_not_exists(pk)")
+                .build()
+                .map_err(build_error)?;
+            actions.push(TransactWriteItem::builder().put(put).build());
+        }
+        if let Some(page) = &chunk.run_page {
+            actions.push(self.run_page_action(page)?);
+        }
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(actions))
+            .client_request_token(self.scoped_token(&chunk.token))
+            .send()
+            .await;
+        let error = match result {
+            Ok(_) => return Ok(ChunkOutcome::Written),
+            Err(SdkError::ServiceError(e)) => e.into_err(),
+            Err(other) => return Err(unavailable("transact write")(other)),
+        };
+        match error {
+            TransactWriteItemsError::TransactionCanceledException(cancelled) => {
+                let reasons = cancelled.cancellation_reasons.unwrap_or_default();
+                let code = |i: usize| {
+                    reasons
+                        .get(i)
+                        .and_then(|r| r.code.as_deref())
+                        .unwrap_or("None")
+                };
+                if code(0) == "ConditionalCheckFailed" {
+                    let old = reasons
+                        .into_iter()
+                        .next()
+                        .and_then(|r| r.item)
+                        .map(decode)
+                        .transpose()?;
+                    return Ok(ChunkOutcome::ReplayConditionFailed(old));
+                }
+                let retryable = [
+                    "TransactionConflict",
+                    "ThrottlingError",
+                    "ProvisionedThroughputExceeded",
+                ];
+                if (0..reasons.len()).any(|i| retryable.contains(&code(i))) {
+                    return Ok(ChunkOutcome::Contended);
+                }
+                let codes: Vec<&str> = (0..reasons.len()).map(code).collect();
+                Err(StoreError::Invariant(format!(
+                    "transaction cancelled although the replay record allowed it: reasons {codes:?}"
+                )))
+            }
+            // Same token, other parameters: a concurrent attempt at the same chunk ran first.
+            TransactWriteItemsError::IdempotentParameterMismatchException(_)
+            | TransactWriteItemsError::TransactionInProgressException(_) => {
+                Ok(ChunkOutcome::Contended)
+            }
+            other => Err(unavailable("transact write")(other)),
+        }
+    }
+
+    async fn put_quarantine(&self, entry: &QuarantineEntry) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(quarantine_item(entry)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                Ok(())
+            }
+            Err(other) => Err(unavailable("put quarantine entry")(other)),
+        }
+    }
+}
+
+#[async_trait]
+impl ConnectorDirectory for DynamoEvidenceStore {
+    async fn connector(&self, id: &ConnectorId) -> Result<Option<ConnectorConfig>, StoreError> {
+        self.get(connector_pk(id.as_str()), SK_CONNECTOR).await
+    }
+}
+
+/// Checks a replay record is committed; used where only committed deliveries may be visible.
+pub fn is_committed(record: &ReplayRecord) -> bool {
+    record.state == ReplayState::Committed
+}

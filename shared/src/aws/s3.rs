@@ -1,0 +1,172 @@
+//! The raw archive in S3: write-once objects under deterministic keys, verified by SHA-256.
+
+use crate::hashing::{base64_encode, hex, sha256};
+use crate::ports::{ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite};
+use async_trait::async_trait;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ChecksumMode;
+use aws_sdk_s3::Client;
+
+#[derive(Clone, Debug)]
+pub struct S3ArtifactStore {
+    client: Client,
+    bucket: String,
+}
+
+fn unavailable<E>(what: &'static str) -> impl FnOnce(E) -> ArtifactError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    move |e| ArtifactError::Unavailable(anyhow::Error::new(e).context(what))
+}
+
+fn status_of<E>(error: &SdkError<E>) -> Option<u16> {
+    error.raw_response().map(|r| r.status().as_u16())
+}
+
+impl S3ArtifactStore {
+    pub fn new(client: Client, bucket: impl Into<String>) -> Self {
+        Self {
+            client,
+            bucket: bucket.into(),
+        }
+    }
+
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// Reads an archived object back (auditors, tests).
+    pub async fn read(&self, key: &str) -> Result<Vec<u8>, ArtifactError> {
+        self.fetch(&self.bucket.clone(), key, None, u64::MAX).await
+    }
+
+    /// Confirms the object under `key` hashes to `expected`. Uses the checksum S3 stores with the
+    /// object when it reports one, else reads the object back and hashes it (S3-compatible
+    /// engines such as moto do not report stored checksums).
+    async fn verify_stored(&self, key: &str, expected: &[u8; 32]) -> Result<(), ArtifactError> {
+        let head = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .checksum_mode(ChecksumMode::Enabled)
+            .send()
+            .await
+            .map_err(unavailable("head raw artifact"))?;
+        let found = match head.checksum_sha256() {
+            // Whole-object checksums only; multipart composites carry a `-N` suffix.
+            Some(b64) if !b64.contains('-') => b64.to_owned(),
+            _ => base64_encode(&sha256(&self.read(key).await?)),
+        };
+        let wanted = base64_encode(expected);
+        if found != wanted {
+            return Err(ArtifactError::Corrupt {
+                key: key.to_owned(),
+                expected: hex(expected),
+                found,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ArtifactStore for S3ArtifactStore {
+    async fn put_verified(
+        &self,
+        key: &str,
+        body: &[u8],
+        sha256_digest: &[u8; 32],
+        meta: &ArtifactMeta,
+    ) -> Result<ArtifactWrite, ArtifactError> {
+        let checksum = base64_encode(sha256_digest);
+        let mut request = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(ByteStream::from(body.to_vec()))
+            .checksum_sha256(&checksum)
+            .if_none_match("*")
+            .content_type(&meta.content_type)
+            .metadata("retrieved-at", meta.retrieved_at.to_rfc3339())
+            .metadata("sha256", hex(sha256_digest));
+        if let Some(delivery_key) = &meta.delivery_key {
+            // Metadata travels as an HTTP header: keep it to printable ASCII.
+            let printable: String = delivery_key
+                .chars()
+                .filter(|c| c.is_ascii_graphic())
+                .collect();
+            request = request.metadata("delivery-key", printable);
+        }
+        match request.send().await {
+            Ok(out) => {
+                match out.checksum_sha256() {
+                    Some(stored) if stored == checksum => {}
+                    Some(stored) => {
+                        return Err(ArtifactError::Corrupt {
+                            key: key.to_owned(),
+                            expected: hex(sha256_digest),
+                            found: stored.to_owned(),
+                        })
+                    }
+                    None => self.verify_stored(key, sha256_digest).await?,
+                }
+                Ok(ArtifactWrite::Created)
+            }
+            // 412: an object already stands under the key. Keep it if it is the same bytes.
+            Err(e) if status_of(&e) == Some(412) => {
+                self.verify_stored(key, sha256_digest).await?;
+                Ok(ArtifactWrite::Reused)
+            }
+            Err(e) => Err(unavailable("put raw artifact")(e)),
+        }
+    }
+
+    async fn fetch(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+        limit: u64,
+    ) -> Result<Vec<u8>, ArtifactError> {
+        let out = self
+            .client
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .set_version_id(version_id.map(str::to_owned))
+            .send()
+            .await
+            .map_err(|e| match e.as_service_error().and_then(|s| s.code()) {
+                Some("NoSuchKey") | Some("NoSuchVersion") => ArtifactError::NotFound {
+                    key: key.to_owned(),
+                },
+                _ => unavailable("get object")(e),
+            })?;
+        let size = out.content_length().unwrap_or(0).max(0) as u64;
+        if size > limit {
+            return Err(ArtifactError::TooLarge {
+                key: key.to_owned(),
+                size,
+                limit,
+            });
+        }
+        let bytes = out
+            .body
+            .collect()
+            .await
+            .map_err(unavailable("read object body"))?
+            .into_bytes();
+        if bytes.len() as u64 > limit {
+            return Err(ArtifactError::TooLarge {
+                key: key.to_owned(),
+                size: bytes.len() as u64,
+                limit,
+            });
+        }
+        Ok(bytes.to_vec())
+    }
+}

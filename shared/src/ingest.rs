@@ -1,0 +1,790 @@
+//! The ingest protocol (DESIGN.md section 5): one delivery key yields at most one set of
+//! observations, each traceable to a verified raw artifact, whatever fails in between.
+//!
+//! Order of work for one message:
+//! 1. parse the envelope, find the connector, load and validate the body (refusals are final);
+//! 2. fingerprint under the connector's rule and write the raw artifact (`If-None-Match: *`);
+//! 3. a new artifact means a fresh delivery: transact the replay record with the observations;
+//!    an existing one means a likely replay: count the attempt on the replay record and answer
+//!    from it. A failed transaction condition carries the record that won, and is answered
+//!    the same way;
+//! 4. more than 98 rows are stored in chunks under a `PENDING` record, flipped to `COMMITTED`
+//!    by the last chunk; any later attempt resumes where the record says it stopped.
+
+use crate::connector::{ConnectorConfig, PayloadFormat};
+use crate::envelope::{BodyRef, DeliveryEnvelope};
+use crate::fingerprint::{CanonicalizationRule, Fingerprint};
+use crate::hashing::{base32_lower, base64_decode, hex, sha256};
+use crate::ids::{DeliveryKey, ObservationId};
+use crate::model::{
+    DedupConfidence, Observation, PriorEpoch, QuarantineEntry, QuarantineKind, ReplayRecord,
+    ReplayState, RunPageUpdate, CLAIM_SOURCE_REPORTED, QUARANTINE_OPEN, ROWS_PER_TRANSACTION,
+    VERIFICATION_UNVERIFIED,
+};
+use crate::normalize::{normalize, NormalizedRow};
+use crate::ports::{
+    ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite, AttemptProbe, ChunkOutcome,
+    ChunkWrite, Clock, ConnectorDirectory, CrashPoint, EvidenceStore, Faults, ReplacedRecord,
+    ReplayAction, StoreError,
+};
+use crate::reject::{RejectCode, Rejection};
+use crate::timestamp::Timestamp;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{field, info, warn, Instrument};
+
+/// Bound on probe/transaction rounds for one message before it is handed back to the queue.
+const MAX_ROUNDS: u32 = 40;
+
+pub const MISMATCH_CODE: &str = "replay_payload_mismatch";
+
+/// The stored result of a delivery, as every attempt at it reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeliveryResult {
+    pub delivery_key: String,
+    pub fingerprint: Fingerprint,
+    pub observation_ids: Vec<ObservationId>,
+    pub attempts: u32,
+    pub epoch: u32,
+    pub dedup_confidence: DedupConfidence,
+    pub artifact_key: String,
+}
+
+impl DeliveryResult {
+    fn of(record: &ReplayRecord) -> Self {
+        Self {
+            delivery_key: record.delivery_key.clone(),
+            fingerprint: record.fingerprint.clone(),
+            observation_ids: record.observation_ids.clone(),
+            attempts: record.attempts,
+            epoch: record.epoch,
+            dedup_confidence: record.dedup_confidence,
+            artifact_key: record.artifact_key.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MismatchReport {
+    pub delivery_key: String,
+    pub quarantine_id: String,
+    pub stored_fingerprint: Fingerprint,
+    pub received_fingerprint: Fingerprint,
+    pub evidence_key: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RejectReport {
+    pub quarantine_id: String,
+    pub code: RejectCode,
+    pub message: String,
+}
+
+/// What happened to one message. Every variant is final: the message is acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IngestOutcome {
+    /// This attempt stored the delivery (or finished storing it).
+    Committed(DeliveryResult),
+    /// The delivery was already stored with the same fingerprint; nothing new was created.
+    Replayed(DeliveryResult),
+    /// Same key, different fingerprint: quarantined, nothing stored was changed.
+    Mismatch(MismatchReport),
+    /// Input that can never be stored: recorded with its reason code.
+    Rejected(RejectReport),
+}
+
+impl IngestOutcome {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Committed(_) => "committed",
+            Self::Replayed(_) => "replayed",
+            Self::Mismatch(_) => MISMATCH_CODE,
+            Self::Rejected(r) => r.code.as_str(),
+        }
+    }
+
+    pub fn result(&self) -> Option<&DeliveryResult> {
+        match self {
+            Self::Committed(r) | Self::Replayed(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// A failure that a later delivery of the same message may get past: the message is retried
+/// (and, after the queue's `maxReceiveCount`, moved to the dead-letter queue).
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
+    #[error("injected crash at {0:?}")]
+    InjectedCrash(CrashPoint),
+    #[error("delivery {0} stayed contended for {MAX_ROUNDS} rounds")]
+    Contended(String),
+}
+
+enum Failure {
+    Refused(Rejection),
+    Transient(IngestError),
+}
+
+impl From<IngestError> for Failure {
+    fn from(e: IngestError) -> Self {
+        Self::Transient(e)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Self::Transient(e.into())
+    }
+}
+
+impl From<ArtifactError> for Failure {
+    fn from(e: ArtifactError) -> Self {
+        Self::Transient(e.into())
+    }
+}
+
+#[derive(Clone)]
+pub struct IngestService {
+    store: Arc<dyn EvidenceStore>,
+    artifacts: Arc<dyn ArtifactStore>,
+    connectors: Arc<dyn ConnectorDirectory>,
+    clock: Arc<dyn Clock>,
+    faults: Arc<dyn Faults>,
+}
+
+/// Everything known about the message being ingested.
+struct Delivery {
+    envelope: DeliveryEnvelope,
+    connector: ConnectorConfig,
+    key: DeliveryKey,
+    key_text: String,
+    body: Vec<u8>,
+    payload_sha256: String,
+    artifact_key: String,
+    /// Fingerprint and rows under the connector's current rule.
+    fingerprint: Fingerprint,
+    rows: Vec<NormalizedRow>,
+    now: Timestamp,
+}
+
+enum Step {
+    Probe(Fingerprint),
+    Fresh(Option<ReplayRecord>),
+    Resume(ReplayRecord),
+    Backoff,
+    Done(IngestOutcome),
+}
+
+impl IngestService {
+    pub fn new(
+        store: Arc<dyn EvidenceStore>,
+        artifacts: Arc<dyn ArtifactStore>,
+        connectors: Arc<dyn ConnectorDirectory>,
+        clock: Arc<dyn Clock>,
+        faults: Arc<dyn Faults>,
+    ) -> Self {
+        Self {
+            store,
+            artifacts,
+            connectors,
+            clock,
+            faults,
+        }
+    }
+
+    fn crash_point(&self, point: CrashPoint) -> Result<(), IngestError> {
+        if self.faults.crash_at(point) {
+            return Err(IngestError::InjectedCrash(point));
+        }
+        Ok(())
+    }
+
+    /// Ingests one queue message body. `Ok` means acknowledge it; `Err` means let it be retried.
+    pub async fn ingest_message(&self, message: &[u8]) -> Result<IngestOutcome, IngestError> {
+        let envelope = match DeliveryEnvelope::parse(message) {
+            Ok(envelope) => envelope,
+            Err(rejection) => return self.reject(message, None, rejection).await,
+        };
+        let span = tracing::info_span!(
+            "delivery",
+            tenant = %envelope.tenant,
+            connector = %envelope.connector,
+            delivery_key = %envelope.delivery_key(),
+            run_id = field::display(envelope.run.as_ref().map(|r| r.run_id.as_str()).unwrap_or("-")),
+            fingerprint = field::Empty,
+        );
+        async {
+            match self.ingest_envelope(&envelope).await {
+                Ok(outcome) => Ok(outcome),
+                Err(Failure::Refused(rejection)) => {
+                    self.reject(message, Some(&envelope), rejection).await
+                }
+                Err(Failure::Transient(error)) => Err(error),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn ingest_envelope(&self, envelope: &DeliveryEnvelope) -> Result<IngestOutcome, Failure> {
+        let delivery = self.prepare(envelope).await?;
+        tracing::Span::current().record("fingerprint", field::display(&delivery.fingerprint));
+        self.crash_point(CrashPoint::BeforeArtifact)?;
+        let digest = sha256(&delivery.body);
+        let meta = ArtifactMeta {
+            content_type: envelope.content_type.clone(),
+            delivery_key: Some(delivery.key_text.clone()),
+            retrieved_at: envelope.retrieved_at,
+        };
+        let written = self
+            .artifacts
+            .put_verified(&delivery.artifact_key, &delivery.body, &digest, &meta)
+            .await?;
+        self.crash_point(CrashPoint::AfterArtifact)?;
+        let first = match written {
+            ArtifactWrite::Created => Step::Fresh(None),
+            ArtifactWrite::Reused => Step::Probe(delivery.fingerprint.clone()),
+        };
+        Ok(self.settle(&delivery, first).await?)
+    }
+
+    /// Connector, body and rows: everything that can refuse the message, before anything is written.
+    async fn prepare(&self, envelope: &DeliveryEnvelope) -> Result<Delivery, Failure> {
+        let connector = self
+            .connectors
+            .connector(&envelope.connector)
+            .await?
+            .ok_or_else(|| {
+                Failure::Refused(Rejection::new(
+                    RejectCode::UnknownConnector,
+                    format!(
+                        "connector {:?} is not configured",
+                        envelope.connector.as_str()
+                    ),
+                ))
+            })?;
+        if connector.tenant != envelope.tenant
+            || connector.source_account != envelope.source_account
+        {
+            return Err(Failure::Refused(Rejection::new(
+                RejectCode::UnknownConnector,
+                format!(
+                    "connector {:?} is not configured for tenant {:?} and source account {:?}",
+                    envelope.connector.as_str(),
+                    envelope.tenant.as_str(),
+                    envelope.source_account.as_str()
+                ),
+            )));
+        }
+        let body = self.load_body(envelope, &connector).await?;
+        let rows = normalize(connector.payload_format, connector.canonicalization, &body)
+            .map_err(Failure::Refused)?;
+        let fingerprint =
+            fingerprint_of(connector.canonicalization, connector.payload_format, &body)
+                .map_err(Failure::Refused)?;
+        let key = envelope.delivery_key();
+        let key_text = key.as_string();
+        let payload_sha256 = hex(&sha256(&body));
+        let artifact_key = artifact_key(&key, &payload_sha256);
+        Ok(Delivery {
+            envelope: envelope.clone(),
+            connector,
+            key,
+            key_text,
+            body,
+            payload_sha256,
+            artifact_key,
+            fingerprint,
+            rows,
+            now: self.clock.now(),
+        })
+    }
+
+    async fn load_body(
+        &self,
+        envelope: &DeliveryEnvelope,
+        connector: &ConnectorConfig,
+    ) -> Result<Vec<u8>, Failure> {
+        let limit = connector.max_body_bytes;
+        let too_large = |size: u64| {
+            Failure::Refused(Rejection::new(
+                RejectCode::PayloadTooLarge,
+                format!("body of {size} bytes exceeds the connector's limit of {limit} bytes"),
+            ))
+        };
+        match &envelope.body {
+            BodyRef::Inline { base64 } => {
+                let body = base64_decode(base64).ok_or_else(|| {
+                    Failure::Refused(Rejection::new(
+                        RejectCode::InvalidEnvelope,
+                        "body.inline.base64 is not valid base64",
+                    ))
+                })?;
+                if body.len() as u64 > limit {
+                    return Err(too_large(body.len() as u64));
+                }
+                Ok(body)
+            }
+            BodyRef::S3 {
+                bucket,
+                key,
+                version_id,
+                size,
+            } => {
+                if *size > limit {
+                    return Err(too_large(*size));
+                }
+                match self
+                    .artifacts
+                    .fetch(bucket, key, version_id.as_deref(), limit)
+                    .await
+                {
+                    Ok(body) => Ok(body),
+                    Err(ArtifactError::TooLarge { size, .. }) => Err(too_large(size)),
+                    Err(other) => Err(other.into()),
+                }
+            }
+        }
+    }
+
+    /// Drives the delivery to a final outcome, starting from `first`.
+    async fn settle(&self, d: &Delivery, first: Step) -> Result<IngestOutcome, IngestError> {
+        let mut step = first;
+        let mut round = 0;
+        loop {
+            round += 1;
+            if round > MAX_ROUNDS {
+                warn!("delivery stayed contended; handing it back to the queue");
+                return Err(IngestError::Contended(d.key_text.clone()));
+            }
+            step = match step {
+                Step::Done(outcome) => return Ok(outcome),
+                Step::Probe(expected) => match self
+                    .store
+                    .record_attempt(&d.key_text, &expected, d.now)
+                    .await?
+                {
+                    AttemptProbe::Absent => Step::Fresh(None),
+                    AttemptProbe::Expired(old) => Step::Fresh(Some(old)),
+                    AttemptProbe::Counted(record) => match record.state {
+                        ReplayState::Committed => {
+                            info!(
+                                attempts = record.attempts,
+                                "replayed: stored result returned"
+                            );
+                            Step::Done(IngestOutcome::Replayed(DeliveryResult::of(&record)))
+                        }
+                        ReplayState::Pending => Step::Resume(record),
+                    },
+                    AttemptProbe::Differs(record) => {
+                        let received = self.received_fingerprint(d, &record);
+                        if received == record.fingerprint {
+                            // Same payload under the rule recorded with the original.
+                            Step::Probe(received)
+                        } else {
+                            Step::Done(self.quarantine_mismatch(d, &record, received).await?)
+                        }
+                    }
+                },
+                Step::Fresh(replacing) => self.store_fresh(d, replacing).await?,
+                Step::Resume(record) => self.resume(d, record).await?,
+                Step::Backoff => {
+                    tokio::time::sleep(backoff(round, &d.key_text)).await;
+                    Step::Probe(d.fingerprint.clone())
+                }
+            };
+        }
+    }
+
+    /// The received payload's fingerprint under the rule and format recorded with `record`.
+    fn received_fingerprint(&self, d: &Delivery, record: &ReplayRecord) -> Fingerprint {
+        if record.fingerprint.rule == d.fingerprint.rule
+            && record.payload_format == d.connector.payload_format
+        {
+            return d.fingerprint.clone();
+        }
+        // Under another format the payload may not even parse: then it is a different payload.
+        fingerprint_of(record.fingerprint.rule, record.payload_format, &d.body).unwrap_or_else(
+            |_| Fingerprint {
+                rule: record.fingerprint.rule,
+                sha256_hex: d.payload_sha256.clone(),
+            },
+        )
+    }
+
+    async fn store_fresh(
+        &self,
+        d: &Delivery,
+        replacing: Option<ReplayRecord>,
+    ) -> Result<Step, IngestError> {
+        let epoch = replacing.as_ref().map_or(0, |old| old.epoch + 1);
+        let total_rows = d.rows.len();
+        let chunks_total = total_rows.div_ceil(ROWS_PER_TRANSACTION).max(1) as u32;
+        let staged = chunks_total > 1;
+        let record = ReplayRecord {
+            delivery_key: d.key_text.clone(),
+            tenant: d.key.tenant.clone(),
+            connector: d.key.connector.clone(),
+            source_account: d.key.source_account.clone(),
+            source_delivery_id: d.key.source_delivery_id.clone(),
+            identity_strength: d.key.strength,
+            identity_basis: d.envelope.delivery.basis.clone(),
+            state: if staged {
+                ReplayState::Pending
+            } else {
+                ReplayState::Committed
+            },
+            fingerprint: d.fingerprint.clone(),
+            payload_format: d.connector.payload_format,
+            payload_sha256: d.payload_sha256.clone(),
+            artifact_key: d.artifact_key.clone(),
+            content_type: d.envelope.content_type.clone(),
+            observation_ids: (0..total_rows)
+                .map(|i| ObservationId::derive(&d.key, epoch, i))
+                .collect(),
+            chunks_total,
+            chunks_done: 1,
+            epoch,
+            attempts: 1,
+            first_attempt_at: d.now,
+            last_attempt_at: d.now,
+            retrieved_at: d.envelope.retrieved_at,
+            committed_at: (!staged).then_some(d.now),
+            expires_at: d.now.unix_seconds() + d.connector.horizon_seconds(),
+            run: d.envelope.run.clone(),
+            dedup_confidence: if replacing.is_some() {
+                DedupConfidence::BeyondHorizon
+            } else {
+                DedupConfidence::WithinHorizon
+            },
+            previous_epoch: replacing.as_ref().map(|old| PriorEpoch {
+                epoch: old.epoch,
+                fingerprint: old.fingerprint.clone(),
+                committed_at: old.committed_at,
+                observation_ids: old.observation_ids.clone(),
+            }),
+        };
+        let observations = self.observations(&record, &d.rows);
+        let chunk = ChunkWrite {
+            token: transaction_token(&record, 0, d.now),
+            replay: ReplayAction::Create {
+                record: Box::new(record.clone()),
+                replacing: replacing.as_ref().map(|old| ReplacedRecord {
+                    epoch: old.epoch,
+                    expires_at: old.expires_at,
+                }),
+            },
+            observations: observations
+                .iter()
+                .take(ROWS_PER_TRANSACTION)
+                .cloned()
+                .collect(),
+            run_page: (!staged).then(|| run_page(&record, d.now)).flatten(),
+        };
+        match self.store.write_chunk(&chunk, d.now).await? {
+            ChunkOutcome::Written if !staged => {
+                self.crash_point(CrashPoint::AfterCommit)?;
+                info!(observations = total_rows, "committed");
+                Ok(Step::Done(IngestOutcome::Committed(DeliveryResult::of(
+                    &record,
+                ))))
+            }
+            ChunkOutcome::Written => {
+                self.crash_point(CrashPoint::AfterChunk(1))?;
+                Ok(Step::Resume(record))
+            }
+            ChunkOutcome::ReplayConditionFailed(Some(old))
+                if old.is_expired_at(d.now)
+                    && replacing.as_ref().is_none_or(|r| r.epoch != old.epoch) =>
+            {
+                Ok(Step::Fresh(Some(*old)))
+            }
+            ChunkOutcome::ReplayConditionFailed(_) => Ok(Step::Probe(d.fingerprint.clone())),
+            ChunkOutcome::Contended => Ok(Step::Backoff),
+        }
+    }
+
+    /// Writes the chunks a `PENDING` record still lacks; the last one commits the delivery.
+    async fn resume(&self, d: &Delivery, mut record: ReplayRecord) -> Result<Step, IngestError> {
+        let rows = self.rows_for(d, &record)?;
+        let observations = self.observations(&record, &rows);
+        for chunk_index in record.chunks_done..record.chunks_total {
+            let last = chunk_index + 1 == record.chunks_total;
+            let start = chunk_index as usize * ROWS_PER_TRANSACTION;
+            let chunk = ChunkWrite {
+                token: transaction_token(&record, chunk_index, d.now),
+                replay: ReplayAction::Advance {
+                    delivery_key: record.delivery_key.clone(),
+                    fingerprint: record.fingerprint.clone(),
+                    epoch: record.epoch,
+                    from_chunk: chunk_index,
+                    commit_at: last.then_some(d.now),
+                },
+                observations: observations
+                    .iter()
+                    .skip(start)
+                    .take(ROWS_PER_TRANSACTION)
+                    .cloned()
+                    .collect(),
+                run_page: if last { run_page(&record, d.now) } else { None },
+            };
+            match self.store.write_chunk(&chunk, d.now).await? {
+                ChunkOutcome::Written => {
+                    record.chunks_done = chunk_index + 1;
+                    if !last {
+                        self.crash_point(CrashPoint::AfterChunk(record.chunks_done))?;
+                    }
+                }
+                ChunkOutcome::ReplayConditionFailed(_) => {
+                    return Ok(Step::Probe(record.fingerprint.clone()))
+                }
+                ChunkOutcome::Contended => return Ok(Step::Backoff),
+            }
+        }
+        record.state = ReplayState::Committed;
+        record.committed_at = Some(d.now);
+        self.crash_point(CrashPoint::AfterCommit)?;
+        info!(
+            observations = record.observation_ids.len(),
+            chunks = record.chunks_total,
+            "committed in chunks"
+        );
+        Ok(Step::Done(IngestOutcome::Committed(DeliveryResult::of(
+            &record,
+        ))))
+    }
+
+    /// Rows in the order the record's rule assigns indices, even if the connector changed since.
+    fn rows_for(
+        &self,
+        d: &Delivery,
+        record: &ReplayRecord,
+    ) -> Result<Vec<NormalizedRow>, IngestError> {
+        let rows = if record.fingerprint.rule == d.fingerprint.rule
+            && record.payload_format == d.connector.payload_format
+        {
+            d.rows.clone()
+        } else {
+            normalize(record.payload_format, record.fingerprint.rule, &d.body).map_err(|e| {
+                StoreError::Invariant(format!(
+                    "payload no longer normalizes under its recorded rule: {e}"
+                ))
+            })?
+        };
+        if rows.len() != record.observation_ids.len() {
+            return Err(StoreError::Invariant(format!(
+                "record lists {} observations but the payload has {} rows",
+                record.observation_ids.len(),
+                rows.len()
+            ))
+            .into());
+        }
+        Ok(rows)
+    }
+
+    fn observations(&self, record: &ReplayRecord, rows: &[NormalizedRow]) -> Vec<Observation> {
+        rows.iter()
+            .zip(&record.observation_ids)
+            .enumerate()
+            .map(|(index, (row, id))| Observation {
+                observation_id: id.clone(),
+                tenant: record.tenant.clone(),
+                item: row.item.key(),
+                canonical_item: row.item.clone(),
+                connector: record.connector.clone(),
+                source_account: record.source_account.clone(),
+                source_record: row.source_record.clone(),
+                delivery_key: record.delivery_key.clone(),
+                identity_strength: record.identity_strength,
+                epoch: record.epoch,
+                row_index: index as u32,
+                quantity: row.quantity,
+                quantity_basis: row.quantity_basis.clone(),
+                price: row.price.clone(),
+                currency: row.currency.clone(),
+                observed_at: row.observed_at,
+                retrieved_at: record.retrieved_at,
+                run_id: record.run.as_ref().map(|r| r.run_id.clone()),
+                artifact_key: record.artifact_key.clone(),
+                artifact_sha256: record.payload_sha256.clone(),
+                dedup_confidence: record.dedup_confidence,
+                claim: CLAIM_SOURCE_REPORTED.to_owned(),
+                verification: VERIFICATION_UNVERIFIED.to_owned(),
+            })
+            .collect()
+    }
+
+    async fn quarantine_mismatch(
+        &self,
+        d: &Delivery,
+        stored: &ReplayRecord,
+        received: Fingerprint,
+    ) -> Result<IngestOutcome, IngestError> {
+        self.crash_point(CrashPoint::BeforeQuarantineEntry)?;
+        let quarantine_id = format!(
+            "q_{}",
+            base32_lower(
+                &sha256(
+                    format!(
+                        "mismatch\n{}\n{}\n{}",
+                        d.key_text, stored.epoch, d.payload_sha256
+                    )
+                    .as_bytes()
+                )[..16]
+            )
+        );
+        let entry = QuarantineEntry {
+            quarantine_id: quarantine_id.clone(),
+            kind: QuarantineKind::Mismatch,
+            reason_code: MISMATCH_CODE.to_owned(),
+            message: format!(
+                "delivery {} was stored with fingerprint {} but was delivered again with fingerprint {}; \
+                 the stored observations are unchanged",
+                d.key_text, stored.fingerprint, received
+            ),
+            tenant: d.key.tenant.to_string(),
+            connector: Some(d.key.connector.to_string()),
+            delivery_key: Some(d.key_text.clone()),
+            stored_fingerprint: Some(stored.fingerprint.clone()),
+            received_fingerprint: Some(received.clone()),
+            stored_artifact_key: Some(stored.artifact_key.clone()),
+            stored_observation_ids: Some(stored.observation_ids.clone()),
+            evidence_key: d.artifact_key.clone(),
+            evidence_sha256: d.payload_sha256.clone(),
+            first_seen_at: d.now,
+            status: QUARANTINE_OPEN.to_owned(),
+        };
+        self.store.put_quarantine(&entry).await?;
+        self.crash_point(CrashPoint::AfterQuarantineEntry)?;
+        warn!(quarantine_id = %quarantine_id, stored = %stored.fingerprint, received = %received, "replay_payload_mismatch: quarantined");
+        Ok(IngestOutcome::Mismatch(MismatchReport {
+            delivery_key: d.key_text.clone(),
+            quarantine_id,
+            stored_fingerprint: stored.fingerprint.clone(),
+            received_fingerprint: received,
+            evidence_key: d.artifact_key.clone(),
+        }))
+    }
+
+    /// Records a refusal with the whole message as evidence; the message is then acknowledged.
+    async fn reject(
+        &self,
+        message: &[u8],
+        envelope: Option<&DeliveryEnvelope>,
+        rejection: Rejection,
+    ) -> Result<IngestOutcome, IngestError> {
+        let digest = sha256(message);
+        let digest_hex = hex(&digest);
+        let tenant = envelope.map_or_else(|| "_unknown".to_owned(), |e| e.tenant.to_string());
+        let evidence_key = format!("rejected/{tenant}/{digest_hex}");
+        let now = self.clock.now();
+        let meta = ArtifactMeta {
+            content_type: "application/json".to_owned(),
+            delivery_key: envelope.map(|e| e.delivery_key().as_string()),
+            retrieved_at: envelope.map_or(now, |e| e.retrieved_at),
+        };
+        self.artifacts
+            .put_verified(&evidence_key, message, &digest, &meta)
+            .await?;
+        let quarantine_id = format!("r_{}", base32_lower(&digest[..16]));
+        let entry = QuarantineEntry {
+            quarantine_id: quarantine_id.clone(),
+            kind: QuarantineKind::Rejected,
+            reason_code: rejection.code.as_str().to_owned(),
+            message: rejection.message.clone(),
+            tenant,
+            connector: envelope.map(|e| e.connector.to_string()),
+            delivery_key: envelope.map(|e| e.delivery_key().as_string()),
+            stored_fingerprint: None,
+            received_fingerprint: None,
+            stored_artifact_key: None,
+            stored_observation_ids: None,
+            evidence_key,
+            evidence_sha256: digest_hex,
+            first_seen_at: now,
+            status: QUARANTINE_OPEN.to_owned(),
+        };
+        self.store.put_quarantine(&entry).await?;
+        self.crash_point(CrashPoint::AfterQuarantineEntry)?;
+        warn!(code = rejection.code.as_str(), quarantine_id = %quarantine_id, reason = %rejection.message, "rejected");
+        Ok(IngestOutcome::Rejected(RejectReport {
+            quarantine_id,
+            code: rejection.code,
+            message: rejection.message,
+        }))
+    }
+}
+
+pub fn fingerprint_of(
+    rule: CanonicalizationRule,
+    format: PayloadFormat,
+    body: &[u8],
+) -> Result<Fingerprint, Rejection> {
+    Fingerprint::compute(rule, body, format.rows_path()).map_err(|e| {
+        Rejection::new(
+            RejectCode::InvalidPayload,
+            format!("body cannot be canonicalized: {e}"),
+        )
+    })
+}
+
+/// `raw/{tenant}/{connector}/{sha256(delivery key)[..32]}/{payload sha256}`: deterministic, so a
+/// retry finds the artifact its earlier attempt wrote, and a different payload never lands on it.
+pub fn artifact_key(key: &DeliveryKey, payload_sha256: &str) -> String {
+    let key_digest = hex(&sha256(key.as_string().as_bytes()));
+    format!(
+        "raw/{}/{}/{}/{}",
+        key.tenant,
+        key.connector,
+        &key_digest[..32],
+        payload_sha256
+    )
+}
+
+/// Derived from (delivery, fingerprint, epoch, chunk) and this attempt's start: the SDK's own
+/// retry of a lost response reuses it and is absorbed by DynamoDB instead of running twice.
+/// Another attempt gets another token, because its items carry other timestamps, and a reused
+/// token with other parameters would be refused (`IdempotentParameterMismatch`) for 10 minutes;
+/// across attempts the replay-record conditions already decide.
+fn transaction_token(record: &ReplayRecord, chunk: u32, attempt_started: Timestamp) -> String {
+    let digest = sha256(
+        format!(
+            "tx\n{}\n{}\n{}\n{chunk}\n{}",
+            record.delivery_key,
+            record.fingerprint,
+            record.epoch,
+            attempt_started.sort_key()
+        )
+        .as_bytes(),
+    );
+    hex(&digest[..16])
+}
+
+fn run_page(record: &ReplayRecord, at: Timestamp) -> Option<RunPageUpdate> {
+    record.run.as_ref().map(|run| RunPageUpdate {
+        run_id: run.run_id.clone(),
+        tenant: record.tenant.clone(),
+        connector: record.connector.clone(),
+        page: run.page,
+        page_count: run.page_count,
+        delivery_key: record.delivery_key.clone(),
+        at,
+    })
+}
+
+/// Exponential backoff with jitter derived from the key and the clock, capped at ~200 ms.
+fn backoff(round: u32, key: &str) -> Duration {
+    let base = 5u64 << round.min(5);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let noise = u64::from(sha256(format!("{key}{nanos}").as_bytes())[0]);
+    Duration::from_millis(base + noise % (base + 1))
+}

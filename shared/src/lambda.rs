@@ -1,0 +1,118 @@
+//! Glue between Lambda event shapes and the services: the same functions run under
+//! `lambda_runtime`, in the local stack and in tests.
+
+use crate::connector::ConnectorConfig;
+use crate::ids::ConnectorId;
+use crate::ingest::{IngestOutcome, IngestService};
+use crate::ports::{ConnectorDirectory, StoreError};
+use async_trait::async_trait;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tracing::{error, info, warn, Instrument};
+
+/// JSON logs for CloudWatch (`RUST_LOG` filters; default `info`). Secrets are never logged.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Err only when a subscriber is already installed, which is fine.
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_current_span(true)
+        .with_span_list(false)
+        .without_time()
+        .with_target(false)
+        .try_init();
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("SQS message without a messageId cannot be reported as a partial batch failure")]
+pub struct MissingMessageId;
+
+/// Handles one SQS batch. Messages whose ingestion failed transiently are reported as batch item
+/// failures so that only they are redelivered; every final outcome is acknowledged.
+pub async fn handle_sqs_batch(
+    service: &IngestService,
+    event: SqsEvent,
+) -> Result<SqsBatchResponse, MissingMessageId> {
+    let mut response = SqsBatchResponse::default();
+    for message in event.records {
+        let message_id = message.message_id.clone().unwrap_or_default();
+        let receive_count = message
+            .attributes
+            .get("ApproximateReceiveCount")
+            .cloned()
+            .unwrap_or_default();
+        let span = tracing::info_span!("sqs_message", message_id = %message_id, receive_count = %receive_count);
+        let body = message.body.unwrap_or_default();
+        match service
+            .ingest_message(body.as_bytes())
+            .instrument(span.clone())
+            .await
+        {
+            Ok(outcome) => span.in_scope(|| log_outcome(&outcome)),
+            Err(err) => {
+                span.in_scope(
+                    || warn!(error = %err, "ingest failed; the message will be redelivered"),
+                );
+                if message_id.is_empty() {
+                    error!(
+                        "transient failure on a message without messageId: failing the whole batch"
+                    );
+                    return Err(MissingMessageId);
+                }
+                response.add_failure(message_id);
+            }
+        }
+    }
+    Ok(response)
+}
+
+fn log_outcome(outcome: &IngestOutcome) {
+    match outcome.result() {
+        Some(result) => info!(
+            outcome = outcome.code(),
+            observations = result.observation_ids.len(),
+            attempts = result.attempts,
+            "delivery settled"
+        ),
+        None => info!(outcome = outcome.code(), "delivery settled"),
+    }
+}
+
+/// Keeps connector configurations for a short time so that a batch does not read them per message.
+pub struct CachedConnectors {
+    inner: Arc<dyn ConnectorDirectory>,
+    ttl: Duration,
+    entries: Mutex<HashMap<ConnectorId, (Instant, Option<ConnectorConfig>)>>,
+}
+
+impl CachedConnectors {
+    pub fn new(inner: Arc<dyn ConnectorDirectory>, ttl: Duration) -> Self {
+        Self {
+            inner,
+            ttl,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl ConnectorDirectory for CachedConnectors {
+    async fn connector(&self, id: &ConnectorId) -> Result<Option<ConnectorConfig>, StoreError> {
+        if let Ok(entries) = self.entries.lock() {
+            if let Some((at, config)) = entries.get(id) {
+                if at.elapsed() < self.ttl {
+                    return Ok(config.clone());
+                }
+            }
+        }
+        let config = self.inner.connector(id).await?;
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.insert(id.clone(), (Instant::now(), config.clone()));
+        }
+        Ok(config)
+    }
+}

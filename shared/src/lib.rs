@@ -1,0 +1,23 @@
+//! Replay-safe supplier feed ingestion: the domain (deliveries, fingerprints, observations,
+//! runs), the ports it needs, the ingest protocol, and the AWS adapters behind the ports.
+
+pub mod aws;
+pub mod canonical_json;
+pub mod config;
+pub mod connector;
+pub mod currency;
+pub mod envelope;
+pub mod fingerprint;
+pub mod hashing;
+pub mod ids;
+pub mod ingest;
+pub mod item;
+pub mod lambda;
+#[cfg(feature = "local")]
+pub mod local;
+pub mod model;
+pub mod money;
+pub mod normalize;
+pub mod ports;
+pub mod reject;
+pub mod timestamp;

@@ -1,0 +1,374 @@
+//! One test per row of docs/crash-points.md: crash there, deliver again, check the invariants.
+
+use crate::ingest::big_page;
+use acceptance::*;
+use feedsafe::aws::s3::S3ArtifactStore;
+use feedsafe::aws::AwsClients;
+use feedsafe::ingest::{artifact_key, IngestError, IngestOutcome, IngestService};
+use feedsafe::model::{ReplayRecord, ReplayState};
+use feedsafe::ports::{
+    ArtifactWrite, ChunkOutcome, ChunkWrite, CrashPoint, EvidenceStore, NoFaults, ReplayAction,
+    SystemClock,
+};
+use feedsafe::timestamp::Timestamp;
+use std::sync::Arc;
+
+const PAGE2: &str = "acme/acme-eu/ACC-1/EXP-8821/2";
+
+fn page2() -> Vec<u8> {
+    export_page(
+        "EXP-8821",
+        2,
+        3,
+        vec![offer("AX-440-R2", 6, "820.00", "2026-11-29T08:00:00Z")],
+    )
+}
+
+async fn crash_then_redeliver(point: CrashPoint) -> (TestEnv, IngestOutcome) {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let envelope = page_envelope(&acme, "EXP-8821", 2, 3, &page2());
+    let crash = CrashOnce::at(point);
+    let crashing = env.service_with(Arc::new(SystemClock), crash.clone());
+    let err = crashing
+        .ingest_message(&envelope)
+        .await
+        .expect_err("the attempt dies");
+    assert!(
+        matches!(err, IngestError::InjectedCrash(p) if p == point),
+        "{err:?}"
+    );
+    assert!(crash.fired());
+    let outcome = crashing
+        .ingest_message(&envelope)
+        .await
+        .expect("redelivery settles");
+    (env, outcome)
+}
+
+async fn assert_one_committed_delivery(env: &TestEnv) -> ReplayRecord {
+    let record = env.replay(PAGE2).await.expect("replay record");
+    assert_eq!(record.state, ReplayState::Committed);
+    let observations = env.observations_of(PAGE2).await;
+    assert_eq!(observations.len(), 1, "exactly one observation");
+    assert_eq!(observations[0].observation_id, record.observation_ids[0]);
+    // Invariant 3: the observation's artifact exists and hashes to its sha256.
+    let bytes = env.read_object(&observations[0].artifact_key).await;
+    assert_eq!(
+        feedsafe::hashing::sha256_hex(&bytes),
+        observations[0].artifact_sha256
+    );
+    record
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crash_before_the_archive_leaves_nothing_and_the_retry_stores_it() {
+    let (env, outcome) = crash_then_redeliver(CrashPoint::BeforeArtifact).await;
+    assert!(
+        matches!(outcome, IngestOutcome::Committed(_)),
+        "{outcome:?}"
+    );
+    assert_eq!(assert_one_committed_delivery(&env).await.attempts, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crash_after_the_archive_before_the_transaction_reuses_the_artifact() {
+    let (env, outcome) = crash_then_redeliver(CrashPoint::AfterArtifact).await;
+    assert!(
+        matches!(outcome, IngestOutcome::Committed(_)),
+        "{outcome:?}"
+    );
+    let record = assert_one_committed_delivery(&env).await;
+    let versions = env.object_versions(&record.artifact_key).await;
+    assert_eq!(
+        versions.len(),
+        1,
+        "the artifact was reused, not written again: {versions:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn archive_failure_stores_no_observation_and_no_replay_record() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let (dynamodb, _) = engine_endpoints();
+    // An S3 endpoint nobody listens on: the archive write really fails.
+    let broken = AwsClients::local(&dynamodb, "http://127.0.0.1:9");
+    let service = IngestService::new(
+        env.store.clone(),
+        Arc::new(S3ArtifactStore::new(broken.s3, &env.bucket)),
+        env.store.clone(),
+        Arc::new(SystemClock),
+        Arc::new(NoFaults),
+    );
+    let envelope = page_envelope(&acme, "EXP-8821", 2, 3, &page2());
+    let err = service
+        .ingest_message(&envelope)
+        .await
+        .expect_err("archive unavailable");
+    assert!(matches!(err, IngestError::Artifact(_)), "{err:?}");
+    assert!(env.replay(PAGE2).await.is_none());
+    assert!(env.observations().await.is_empty());
+    assert!(env.store.run_item("run-EXP-8821").await.unwrap().is_none());
+    // Once the archive is back, the redelivery stores it.
+    let outcome = env.service().ingest_message(&envelope).await.unwrap();
+    assert!(matches!(outcome, IngestOutcome::Committed(_)));
+    assert_one_committed_delivery(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_artifact_that_fails_verification_blocks_the_commit() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let body = page2();
+    // Other bytes already stand under the deterministic key (a corrupted earlier write).
+    let key = artifact_key(
+        &delivery_key(&acme, "EXP-8821/2"),
+        &feedsafe::hashing::sha256_hex(&body),
+    );
+    env.clients
+        .s3
+        .put_object()
+        .bucket(&env.bucket)
+        .key(&key)
+        .body(b"corrupted".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    let err = env
+        .service()
+        .ingest_message(&page_envelope(&acme, "EXP-8821", 2, 3, &body))
+        .await
+        .expect_err("verification fails");
+    assert!(
+        matches!(
+            err,
+            IngestError::Artifact(feedsafe::ports::ArtifactError::Corrupt { .. })
+        ),
+        "{err:?}"
+    );
+    assert!(env.replay(PAGE2).await.is_none());
+    assert!(env.observations().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crash_after_the_second_chunk_of_400_rows_resumes_to_exactly_400() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let body = big_page("EXP-400", 400);
+    let envelope = page_envelope(&acme, "EXP-400", 1, 1, &body);
+    let key = "acme/acme-eu/ACC-1/EXP-400/1";
+    let crash = CrashOnce::at(CrashPoint::AfterChunk(2));
+    let crashing = env.service_with(Arc::new(SystemClock), crash.clone());
+    let err = crashing
+        .ingest_message(&envelope)
+        .await
+        .expect_err("dies after chunk 2");
+    assert!(matches!(
+        err,
+        IngestError::InjectedCrash(CrashPoint::AfterChunk(2))
+    ));
+
+    // Nothing reads as committed: the record is PENDING with two chunks done.
+    let pending = env.replay(key).await.unwrap();
+    assert_eq!(
+        (pending.state, pending.chunks_done, pending.chunks_total),
+        (ReplayState::Pending, 2, 5)
+    );
+    assert!(pending.committed_at.is_none());
+    assert_eq!(env.observations_of(key).await.len(), 2 * 98);
+    assert!(
+        env.store.run_item("run-EXP-400").await.unwrap().is_none(),
+        "run page not yet committed"
+    );
+
+    let outcome = crashing
+        .ingest_message(&envelope)
+        .await
+        .expect("redelivery resumes");
+    let result = match outcome {
+        IngestOutcome::Committed(r) => r,
+        other => panic!("expected the resume to commit, got {other:?}"),
+    };
+    assert_eq!(result.observation_ids.len(), 400);
+    assert_eq!(result.attempts, 2);
+    let stored = env.observations_of(key).await;
+    assert_eq!(stored.len(), 400);
+    let mut ids: Vec<_> = stored.iter().map(|o| o.observation_id.clone()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 400);
+    let record = env.replay(key).await.unwrap();
+    assert_eq!(
+        (record.state, record.chunks_done),
+        (ReplayState::Committed, 5)
+    );
+    assert!(env.store.run_item("run-EXP-400").await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crash_after_commit_before_the_acknowledgement_returns_the_replay_result() {
+    let (env, outcome) = crash_then_redeliver(CrashPoint::AfterCommit).await;
+    let result = match outcome {
+        IngestOutcome::Replayed(r) => r,
+        other => panic!("expected replayed, got {other:?}"),
+    };
+    let record = assert_one_committed_delivery(&env).await;
+    assert_eq!(result.observation_ids, record.observation_ids);
+    assert_eq!(record.attempts, 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_transaction_response_retried_with_the_same_token_writes_nothing_twice() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let committed = env
+        .service()
+        .ingest_message(&page_envelope(&acme, "EXP-8821", 2, 3, &page2()))
+        .await
+        .unwrap();
+    assert!(matches!(committed, IngestOutcome::Committed(_)));
+    let record = env.replay(PAGE2).await.unwrap();
+    let observation = env.observations_of(PAGE2).await.remove(0);
+    // The SDK resends the identical request when a response is lost: same token, same items.
+    let chunk = ChunkWrite {
+        token: "lost-response-token-0001".into(),
+        replay: ReplayAction::Create {
+            record: Box::new(ReplayRecord {
+                delivery_key: "acme/acme-eu/ACC-1/T/1".into(),
+                ..record.clone()
+            }),
+            replacing: None,
+        },
+        observations: vec![],
+        run_page: None,
+    };
+    let now = Timestamp::now();
+    assert!(matches!(
+        env.store.write_chunk(&chunk, now).await.unwrap(),
+        ChunkOutcome::Written
+    ));
+    assert!(
+        matches!(
+            env.store.write_chunk(&chunk, now).await.unwrap(),
+            ChunkOutcome::Written
+        ),
+        "absorbed by the token"
+    );
+    // Without the token's protection, the same write is refused by the replay condition.
+    let retry_without_token = ChunkWrite {
+        token: "another-token-000000001".into(),
+        ..chunk
+    };
+    assert!(matches!(
+        env.store
+            .write_chunk(&retry_without_token, now)
+            .await
+            .unwrap(),
+        ChunkOutcome::ReplayConditionFailed(Some(_))
+    ));
+    // The original delivery is untouched throughout.
+    assert_eq!(env.replay(PAGE2).await.unwrap(), record);
+    assert_eq!(env.observations_of(PAGE2).await, vec![observation]);
+}
+
+async fn mismatch_after_crash(point: CrashPoint) {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    env.service()
+        .ingest_message(&page_envelope(&acme, "EXP-8821", 2, 3, &page2()))
+        .await
+        .unwrap();
+    let before = env.observations_of(PAGE2).await;
+    let mutated = export_page(
+        "EXP-8821",
+        2,
+        3,
+        vec![offer("AX-440-R2", 5, "820.00", "2026-11-29T08:00:00Z")],
+    );
+    let envelope = page_envelope(&acme, "EXP-8821", 2, 3, &mutated);
+    let crashing = env.service_with(Arc::new(SystemClock), CrashOnce::at(point));
+    let err = crashing.ingest_message(&envelope).await.expect_err("dies");
+    assert!(matches!(err, IngestError::InjectedCrash(p) if p == point));
+    let outcome = crashing
+        .ingest_message(&envelope)
+        .await
+        .expect("redelivery settles");
+    assert!(matches!(outcome, IngestOutcome::Mismatch(_)), "{outcome:?}");
+    let entries = env.quarantine().await;
+    assert_eq!(entries.len(), 1, "quarantined exactly once");
+    assert_eq!(env.read_object(&entries[0].evidence_key).await, mutated);
+    assert_eq!(
+        env.observations_of(PAGE2).await,
+        before,
+        "stored observations untouched"
+    );
+    let versions = env.object_versions(&entries[0].evidence_key).await;
+    assert_eq!(
+        versions.len(),
+        1,
+        "the mismatch artifact was reused on redelivery"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crash_before_the_quarantine_entry_quarantines_once_on_redelivery() {
+    mismatch_after_crash(CrashPoint::BeforeQuarantineEntry).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crash_after_the_quarantine_entry_quarantines_once_on_redelivery() {
+    mismatch_after_crash(CrashPoint::AfterQuarantineEntry).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crash_after_a_rejection_is_recorded_records_it_once() {
+    let env = spawn_env(true).await;
+    let message = b"{\"not\": \"an envelope\"}";
+    let crashing = env.service_with(
+        Arc::new(SystemClock),
+        CrashOnce::at(CrashPoint::AfterQuarantineEntry),
+    );
+    crashing
+        .ingest_message(message)
+        .await
+        .expect_err("dies after recording");
+    let outcome = crashing.ingest_message(message).await.unwrap();
+    assert!(matches!(outcome, IngestOutcome::Rejected(_)));
+    assert_eq!(env.quarantine().await.len(), 1);
+    assert_eq!(env.object_versions("rejected/").await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_existing_identical_artifact_is_reused_by_the_store() {
+    let env = spawn_env(true).await;
+    let meta = feedsafe::ports::ArtifactMeta {
+        content_type: "application/json".into(),
+        delivery_key: None,
+        retrieved_at: Timestamp::now(),
+    };
+    let body = b"literal bytes";
+    let digest = feedsafe::hashing::sha256(body);
+    use feedsafe::ports::ArtifactStore;
+    assert_eq!(
+        env.artifacts
+            .put_verified("raw/x", body, &digest, &meta)
+            .await
+            .unwrap(),
+        ArtifactWrite::Created
+    );
+    assert_eq!(
+        env.artifacts
+            .put_verified("raw/x", body, &digest, &meta)
+            .await
+            .unwrap(),
+        ArtifactWrite::Reused
+    );
+    assert_eq!(env.object_versions("raw/x").await.len(), 1);
+}

@@ -1,0 +1,407 @@
+//! Test harness: every test gets its own tables, queues and bucket on the shared local engines
+//! (started by `scripts/test` or `infra/engines.sh start`), created from `template.yaml`.
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::types::AttributeValue;
+use feedsafe::aws::dynamo::{decode, DynamoEvidenceStore, Item};
+use feedsafe::aws::s3::S3ArtifactStore;
+use feedsafe::aws::AwsClients;
+use feedsafe::connector::{
+    ConnectorConfig, IdentityRule, PayloadFormat, Publication, DEFAULT_HORIZON_DAYS,
+    DEFAULT_MAX_BODY_BYTES,
+};
+use feedsafe::envelope::{DeliveryEnvelope, RunPage};
+use feedsafe::fingerprint::CanonicalizationRule;
+use feedsafe::ids::{
+    ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceAccount, SourceDeliveryId, TenantId,
+};
+use feedsafe::ingest::IngestService;
+use feedsafe::lambda::handle_sqs_batch;
+use feedsafe::local::{
+    create_resources, read_template, template_path, CreateOptions, LocalResources,
+};
+use feedsafe::model::{Observation, QuarantineEntry, ReplayRecord};
+use feedsafe::ports::{Clock, CrashPoint, Faults, NoFaults, SystemClock};
+use feedsafe::timestamp::Timestamp;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+pub const TENANT: &str = "acme";
+pub const ACCOUNT: &str = "ACC-1";
+
+/// Endpoints of the running local engines.
+pub fn engine_endpoints() -> (String, String) {
+    let dynamodb = std::env::var("FEEDSAFE_DYNAMODB_ENDPOINT");
+    let moto = std::env::var("FEEDSAFE_MOTO_ENDPOINT");
+    match (dynamodb, moto) {
+        (Ok(d), Ok(m)) => (d, m),
+        _ => panic!(
+            "the local engines are not running: use `scripts/test`, or `infra/engines.sh start` \
+             and `eval \"$(infra/engines.sh env)\"` before `cargo test`"
+        ),
+    }
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn unique_prefix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "t{:x}{}{}",
+        (nanos / 1000) % 0xffff_ffff,
+        std::process::id() % 1000,
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+pub struct TestEnv {
+    pub clients: AwsClients,
+    pub resources: LocalResources,
+    pub store: Arc<DynamoEvidenceStore>,
+    pub artifacts: Arc<S3ArtifactStore>,
+    pub table: String,
+    pub bucket: String,
+}
+
+/// Fresh resources from the template; `ttl: false` keeps expired records present.
+pub async fn spawn_env(ttl: bool) -> TestEnv {
+    let (dynamodb, moto) = engine_endpoints();
+    let clients = AwsClients::local(&dynamodb, &moto);
+    let spec = read_template(&template_path()).expect("template.yaml parses");
+    let resources = create_resources(
+        &clients,
+        &spec,
+        &CreateOptions {
+            prefix: unique_prefix(),
+            ttl,
+        },
+    )
+    .await
+    .expect("resources are created from template.yaml");
+    let table = resources
+        .table("EvidenceTable")
+        .expect("evidence table")
+        .to_owned();
+    let bucket = resources
+        .bucket("RawBucket")
+        .expect("raw bucket")
+        .to_owned();
+    TestEnv {
+        store: Arc::new(DynamoEvidenceStore::new(clients.dynamodb.clone(), &table)),
+        artifacts: Arc::new(S3ArtifactStore::new(clients.s3.clone(), &bucket)),
+        clients,
+        resources,
+        table,
+        bucket,
+    }
+}
+
+/// Fires at `point` the first time only, as a process dying there once would.
+pub struct CrashOnce {
+    point: CrashPoint,
+    fired: AtomicBool,
+}
+
+impl CrashOnce {
+    pub fn at(point: CrashPoint) -> Arc<Self> {
+        Arc::new(Self {
+            point,
+            fired: AtomicBool::new(false),
+        })
+    }
+    pub fn fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+}
+
+impl Faults for CrashOnce {
+    fn crash_at(&self, point: CrashPoint) -> bool {
+        point == self.point && !self.fired.swap(true, Ordering::SeqCst)
+    }
+}
+
+impl TestEnv {
+    pub fn service(&self) -> IngestService {
+        self.service_with(Arc::new(SystemClock), Arc::new(NoFaults))
+    }
+
+    pub fn service_with(&self, clock: Arc<dyn Clock>, faults: Arc<dyn Faults>) -> IngestService {
+        IngestService::new(
+            self.store.clone(),
+            self.artifacts.clone(),
+            self.store.clone(),
+            clock,
+            faults,
+        )
+    }
+
+    pub async fn seed(&self, config: &ConnectorConfig) {
+        self.store
+            .put_connector(config)
+            .await
+            .expect("connector stored");
+    }
+
+    /// Every item of the evidence table (test-only Scan).
+    pub async fn items(&self) -> Vec<Item> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .clients
+                .dynamodb
+                .scan()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .expect("scan");
+            items.extend(out.items.unwrap_or_default());
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return items;
+            }
+        }
+    }
+
+    async fn of_kind<T: serde::de::DeserializeOwned>(&self, kind: &str) -> Vec<T> {
+        self.items()
+            .await
+            .into_iter()
+            .filter(|i| i.get("entity") == Some(&AttributeValue::S(kind.into())))
+            .map(|i| decode(i).expect("decodes"))
+            .collect()
+    }
+
+    pub async fn observations(&self) -> Vec<Observation> {
+        self.of_kind("observation").await
+    }
+
+    pub async fn observations_of(&self, delivery_key: &str) -> Vec<Observation> {
+        let mut found: Vec<Observation> = self
+            .observations()
+            .await
+            .into_iter()
+            .filter(|o| o.delivery_key == delivery_key)
+            .collect();
+        found.sort_by_key(|o| o.row_index);
+        found
+    }
+
+    pub async fn replay_records(&self) -> Vec<ReplayRecord> {
+        self.of_kind("replay").await
+    }
+
+    pub async fn quarantine(&self) -> Vec<QuarantineEntry> {
+        self.of_kind("quarantine").await
+    }
+
+    pub async fn replay(&self, delivery_key: &str) -> Option<ReplayRecord> {
+        self.store
+            .replay_record(delivery_key)
+            .await
+            .expect("read replay record")
+    }
+
+    /// Every version of every object under `prefix` in the raw bucket.
+    pub async fn object_versions(&self, prefix: &str) -> Vec<String> {
+        let out = self
+            .clients
+            .s3
+            .list_object_versions()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .send()
+            .await
+            .expect("list versions");
+        out.versions()
+            .iter()
+            .map(|v| {
+                format!(
+                    "{}@{}",
+                    v.key().unwrap_or_default(),
+                    v.version_id().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    pub async fn read_object(&self, key: &str) -> Vec<u8> {
+        self.artifacts.read(key).await.expect("object readable")
+    }
+
+    pub async fn send(&self, queue_logical_id: &str, body: &[u8]) {
+        let queue = self.resources.queue(queue_logical_id).expect("queue");
+        self.clients
+            .sqs
+            .send_message()
+            .queue_url(&queue.url)
+            .message_body(String::from_utf8_lossy(body))
+            .send()
+            .await
+            .expect("send message");
+    }
+
+    /// Receives up to one batch and runs it through the Lambda handler as the SQS event source
+    /// would: acknowledged messages are deleted, failed ones come back after `visibility` seconds.
+    pub async fn pump_once(
+        &self,
+        queue_logical_id: &str,
+        service: &IngestService,
+        visibility: i32,
+    ) -> (usize, usize) {
+        let queue = self.resources.queue(queue_logical_id).expect("queue");
+        let received = self
+            .clients
+            .sqs
+            .receive_message()
+            .queue_url(&queue.url)
+            .max_number_of_messages(10)
+            .visibility_timeout(visibility)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .send()
+            .await
+            .expect("receive");
+        let messages = received.messages.unwrap_or_default();
+        let mut event = SqsEvent::default();
+        for m in &messages {
+            let mut record = SqsMessage::default();
+            record.message_id = m.message_id.clone();
+            record.receipt_handle = m.receipt_handle.clone();
+            record.body = m.body.clone();
+            record.attributes = m
+                .attributes
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k.as_str().to_owned(), v))
+                .collect();
+            event.records.push(record);
+        }
+        let response = handle_sqs_batch(service, event)
+            .await
+            .expect("batch handled");
+        let failed: Vec<String> = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect();
+        for m in &messages {
+            if !failed.contains(&m.message_id.clone().unwrap_or_default()) {
+                self.clients
+                    .sqs
+                    .delete_message()
+                    .queue_url(&queue.url)
+                    .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
+                    .send()
+                    .await
+                    .expect("delete");
+            }
+        }
+        (messages.len(), failed.len())
+    }
+
+    pub async fn queue_depth(&self, queue_logical_id: &str) -> (i64, i64) {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let queue = self.resources.queue(queue_logical_id).expect("queue");
+        let attrs = self
+            .clients
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&queue.url)
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .expect("queue attributes")
+            .attributes
+            .unwrap_or_default();
+        let get = |a: A| attrs.get(&a).and_then(|v| v.parse().ok()).unwrap_or(0);
+        (
+            get(A::ApproximateNumberOfMessages),
+            get(A::ApproximateNumberOfMessagesNotVisible),
+        )
+    }
+}
+
+/// The pull connector of the essay: `acme-eu`, export pages, json-v1.
+pub fn acme_eu() -> ConnectorConfig {
+    ConnectorConfig {
+        connector: ConnectorId::parse("acme-eu").unwrap(),
+        tenant: TenantId::parse(TENANT).unwrap(),
+        source_account: SourceAccount::parse(ACCOUNT).unwrap(),
+        payload_format: PayloadFormat::AcmeExportV1,
+        identity_rule: IdentityRule::ExportPage,
+        canonicalization: CanonicalizationRule::JsonV1,
+        horizon_days: DEFAULT_HORIZON_DAYS,
+        publication: Publication::PerPage,
+        max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+    }
+}
+
+pub fn offer(sku: &str, quantity: i64, price: &str, observed_at: &str) -> Value {
+    json!({"sku": sku, "quantity": quantity, "unit": "each", "price": price, "currency": "EUR", "observed_at": observed_at})
+}
+
+pub fn export_page(export_id: &str, page: u32, page_count: u32, offers: Vec<Value>) -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"export_id": export_id, "page": page, "page_count": page_count, "offers": offers}),
+    )
+    .unwrap()
+}
+
+pub fn delivery_key(config: &ConnectorConfig, source_delivery_id: &str) -> DeliveryKey {
+    DeliveryKey::new(
+        config.tenant.clone(),
+        config.connector.clone(),
+        config.source_account.clone(),
+        SourceDeliveryId::parse(source_delivery_id).unwrap(),
+        IdentityStrength::Source,
+    )
+}
+
+/// The envelope the poller would enqueue for page `page` of `export_id`.
+pub fn page_envelope(
+    config: &ConnectorConfig,
+    export_id: &str,
+    page: u32,
+    page_count: u32,
+    body: &[u8],
+) -> Vec<u8> {
+    let key = delivery_key(config, &format!("{export_id}/{page}"));
+    let run = RunPage {
+        run_id: RunId::parse(&format!("run-{export_id}")).unwrap(),
+        page,
+        page_count: Some(page_count),
+    };
+    DeliveryEnvelope::inline(
+        &key,
+        "export_page",
+        Timestamp::now(),
+        "application/json",
+        Some(run),
+        body,
+    )
+    .to_json()
+    .into_bytes()
+}
+
+/// An envelope without run information, for a delivery named `source_delivery_id`.
+pub fn plain_envelope(config: &ConnectorConfig, source_delivery_id: &str, body: &[u8]) -> Vec<u8> {
+    let key = delivery_key(config, source_delivery_id);
+    DeliveryEnvelope::inline(
+        &key,
+        "export_page",
+        Timestamp::now(),
+        "application/json",
+        None,
+        body,
+    )
+    .to_json()
+    .into_bytes()
+}
