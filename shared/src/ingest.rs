@@ -247,11 +247,14 @@ impl IngestService {
             .put_verified(&delivery.artifact_key, &delivery.body, &digest, &meta)
             .await?;
         self.crash_point(CrashPoint::AfterArtifact)?;
+        // A new object is a fresh delivery (or a changed payload under an old key): go straight
+        // to the transaction. An existing one means this payload came before: ask the record.
         let first = match written {
             ArtifactWrite::Created => Step::Fresh(None),
-            ArtifactWrite::Reused => Step::Probe(delivery.fingerprint.clone()),
+            ArtifactWrite::AlreadyStored => Step::Probe(delivery.fingerprint.clone()),
         };
-        Ok(self.settle(&delivery, first).await?)
+        let verified = written == ArtifactWrite::Created;
+        Ok(self.settle(&delivery, first, verified).await?)
     }
 
     /// Connector, body and rows: everything that can refuse the message, before anything is written.
@@ -354,7 +357,12 @@ impl IngestService {
     }
 
     /// Drives the delivery to a final outcome, starting from `first`.
-    async fn settle(&self, d: &Delivery, first: Step) -> Result<IngestOutcome, IngestError> {
+    async fn settle(
+        &self,
+        d: &Delivery,
+        first: Step,
+        mut verified: bool,
+    ) -> Result<IngestOutcome, IngestError> {
         let mut step = first;
         let mut round = 0;
         loop {
@@ -372,6 +380,7 @@ impl IngestService {
                 {
                     AttemptProbe::Absent => Step::Fresh(None),
                     AttemptProbe::Expired(old) => Step::Fresh(Some(old)),
+                    // A committed record points at an artifact verified before it committed.
                     AttemptProbe::Counted(record) => match record.state {
                         ReplayState::Committed => {
                             info!(
@@ -388,18 +397,37 @@ impl IngestService {
                             // Same payload under the rule recorded with the original.
                             Step::Probe(received)
                         } else {
+                            self.verify_once(d, &mut verified).await?;
                             Step::Done(self.quarantine_mismatch(d, &record, received).await?)
                         }
                     }
                 },
-                Step::Fresh(replacing) => self.store_fresh(d, replacing).await?,
-                Step::Resume(record) => self.resume(d, record).await?,
+                Step::Fresh(replacing) => {
+                    self.verify_once(d, &mut verified).await?;
+                    self.store_fresh(d, replacing).await?
+                }
+                Step::Resume(record) => {
+                    self.verify_once(d, &mut verified).await?;
+                    self.resume(d, record).await?
+                }
                 Step::Backoff => {
                     tokio::time::sleep(backoff(round, &d.key_text)).await;
                     Step::Probe(d.fingerprint.clone())
                 }
             };
         }
+    }
+
+    /// Nothing is published against an artifact that has not been verified in this attempt or
+    /// before its record committed.
+    async fn verify_once(&self, d: &Delivery, verified: &mut bool) -> Result<(), IngestError> {
+        if !*verified {
+            self.artifacts
+                .verify(&d.artifact_key, &sha256(&d.body))
+                .await?;
+            *verified = true;
+        }
+        Ok(())
     }
 
     /// The received payload's fingerprint under the rule and format recorded with `record`.

@@ -175,3 +175,26 @@ pub struct RunPageUpdate {
     pub delivery_key: String,
     pub at: Timestamp,
 }
+
+/// An ingestion run as far as ingest knows it: which pages have committed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    pub run_id: RunId,
+    pub tenant: TenantId,
+    pub connector: ConnectorId,
+    #[serde(default)]
+    pub pages_committed: std::collections::BTreeSet<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_count: Option<u32>,
+    pub updated_at: Timestamp,
+}
+
+impl Run {
+    /// Pages of `1..=page_count` not committed yet (empty when the count is unknown).
+    pub fn missing_pages(&self) -> Vec<u32> {
+        let count = self.page_count.unwrap_or(0);
+        (1..=count)
+            .filter(|p| !self.pages_committed.contains(p))
+            .collect()
+    }
+}

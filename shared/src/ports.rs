@@ -109,8 +109,9 @@ pub trait ConnectorDirectory: Send + Sync {
 pub enum ArtifactWrite {
     /// A new object was written and its checksum verified.
     Created,
-    /// An object already stood under the key with the same sha256; it was kept.
-    Reused,
+    /// An object already stood under the key and was kept. It is not verified yet: call
+    /// `verify` before publishing anything against it.
+    AlreadyStored,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -140,8 +141,8 @@ pub struct ArtifactMeta {
 #[async_trait]
 pub trait ArtifactStore: Send + Sync {
     /// Stores `body` under `key` unless an object is already there (`If-None-Match: *`), with a
-    /// SHA-256 checksum, and verifies what is stored. An existing object with the same sha256 is
-    /// `Reused`; one with another sha256 is `Corrupt`.
+    /// SHA-256 checksum, and verifies a new object (`Created`). An existing object is kept
+    /// untouched (`AlreadyStored`).
     async fn put_verified(
         &self,
         key: &str,
@@ -149,6 +150,9 @@ pub trait ArtifactStore: Send + Sync {
         sha256: &[u8; 32],
         meta: &ArtifactMeta,
     ) -> Result<ArtifactWrite, ArtifactError>;
+
+    /// Confirms the object under `key` hashes to `sha256`, else `Corrupt`.
+    async fn verify(&self, key: &str, sha256: &[u8; 32]) -> Result<(), ArtifactError>;
 
     /// Reads a claim-checked body, refusing objects larger than `limit` before downloading them.
     async fn fetch(

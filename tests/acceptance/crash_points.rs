@@ -111,7 +111,7 @@ async fn archive_failure_stores_no_observation_and_no_replay_record() {
     assert!(matches!(err, IngestError::Artifact(_)), "{err:?}");
     assert!(env.replay(PAGE2).await.is_none());
     assert!(env.observations().await.is_empty());
-    assert!(env.store.run_item("run-EXP-8821").await.unwrap().is_none());
+    assert!(env.store.run("run-EXP-8821").await.unwrap().is_none());
     // Once the archive is back, the redelivery stores it.
     let outcome = env.service().ingest_message(&envelope).await.unwrap();
     assert!(matches!(outcome, IngestOutcome::Committed(_)));
@@ -182,7 +182,7 @@ async fn crash_after_the_second_chunk_of_400_rows_resumes_to_exactly_400() {
     assert!(pending.committed_at.is_none());
     assert_eq!(env.observations_of(key).await.len(), 2 * 98);
     assert!(
-        env.store.run_item("run-EXP-400").await.unwrap().is_none(),
+        env.store.run("run-EXP-400").await.unwrap().is_none(),
         "run page not yet committed"
     );
 
@@ -207,7 +207,13 @@ async fn crash_after_the_second_chunk_of_400_rows_resumes_to_exactly_400() {
         (record.state, record.chunks_done),
         (ReplayState::Committed, 5)
     );
-    assert!(env.store.run_item("run-EXP-400").await.unwrap().is_some());
+    let run = env
+        .store
+        .run("run-EXP-400")
+        .await
+        .unwrap()
+        .expect("run page committed with the last chunk");
+    assert_eq!(run.pages_committed.into_iter().collect::<Vec<_>>(), vec![1]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -368,7 +374,16 @@ async fn an_existing_identical_artifact_is_reused_by_the_store() {
             .put_verified("raw/x", body, &digest, &meta)
             .await
             .unwrap(),
-        ArtifactWrite::Reused
+        ArtifactWrite::AlreadyStored
     );
+    env.artifacts
+        .verify("raw/x", &digest)
+        .await
+        .expect("same bytes verify");
+    let other = feedsafe::hashing::sha256(b"other bytes");
+    assert!(matches!(
+        env.artifacts.verify("raw/x", &other).await,
+        Err(feedsafe::ports::ArtifactError::Corrupt { .. })
+    ));
     assert_eq!(env.object_versions("raw/x").await.len(), 1);
 }

@@ -98,15 +98,16 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
     );
     let run = env
         .store
-        .run_item("run-EXP-8821")
+        .run("run-EXP-8821")
         .await
         .unwrap()
         .expect("run record");
-    let committed_pages = match run.get("pages_committed") {
-        Some(aws_sdk_dynamodb::types::AttributeValue::Ns(pages)) => pages.len(),
-        other => panic!("pages_committed: {other:?}"),
-    };
-    assert_eq!(committed_pages, 3);
+    assert_eq!(
+        run.pages_committed.iter().copied().collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    assert_eq!(run.page_count, Some(3));
+    assert!(run.missing_pages().is_empty());
     let total_before = env.observations().await.len();
 
     // Lost acknowledgement: page 2 delivered again.

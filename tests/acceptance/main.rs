@@ -4,4 +4,5 @@
 mod bad_input;
 mod crash_points;
 mod ingest;
+mod request_budget;
 mod template;

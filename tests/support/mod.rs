@@ -405,3 +405,62 @@ pub fn plain_envelope(config: &ConnectorConfig, source_delivery_id: &str, body: 
     .to_json()
     .into_bytes()
 }
+
+/// Counts AWS operations by `Service.Operation` (each SDK operation once, its retries not counted).
+#[derive(Debug, Default, Clone)]
+pub struct RequestCounter(Arc<std::sync::Mutex<std::collections::BTreeMap<String, usize>>>);
+
+impl RequestCounter {
+    pub fn take(&self) -> std::collections::BTreeMap<String, usize> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for RequestCounter {
+    fn name(&self) -> &'static str {
+        "RequestCounter"
+    }
+
+    fn read_before_serialization(
+        &self,
+        _context: &aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef<'_>,
+        _components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        cfg: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        if let Some(meta) = cfg.load::<aws_smithy_runtime_api::client::orchestrator::Metadata>() {
+            let name = format!("{}.{}", meta.service(), meta.name());
+            *self.0.lock().unwrap().entry(name).or_default() += 1;
+        }
+        Ok(())
+    }
+}
+
+impl TestEnv {
+    /// An ingest service whose DynamoDB and S3 clients report every operation to `counter`.
+    pub fn counted_service(&self, counter: &RequestCounter) -> IngestService {
+        let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+            self.clients
+                .dynamodb
+                .config()
+                .to_builder()
+                .interceptor(counter.clone())
+                .build(),
+        );
+        let s3 = aws_sdk_s3::Client::from_conf(
+            self.clients
+                .s3
+                .config()
+                .to_builder()
+                .interceptor(counter.clone())
+                .build(),
+        );
+        let store = Arc::new(DynamoEvidenceStore::new(dynamodb, &self.table));
+        IngestService::new(
+            store.clone(),
+            Arc::new(S3ArtifactStore::new(s3, &self.bucket)),
+            store,
+            Arc::new(SystemClock),
+            Arc::new(NoFaults),
+        )
+    }
+}

@@ -11,7 +11,7 @@
 use crate::connector::ConnectorConfig;
 use crate::fingerprint::Fingerprint;
 use crate::ids::ConnectorId;
-use crate::model::{Observation, QuarantineEntry, ReplayRecord, ReplayState, RunPageUpdate};
+use crate::model::{Observation, QuarantineEntry, ReplayRecord, ReplayState, Run, RunPageUpdate};
 use crate::ports::{
     AttemptProbe, ChunkOutcome, ChunkWrite, ConnectorDirectory, EvidenceStore, ReplayAction,
     StoreError,
@@ -216,18 +216,8 @@ impl DynamoEvidenceStore {
         Ok(())
     }
 
-    /// The run record as stored (issue 3 gives runs their own type; here it is raw attributes).
-    pub async fn run_item(&self, run_id: &str) -> Result<Option<Item>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(run_pk(run_id), SK_RUN)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(unavailable("get run"))?;
-        Ok(out.item)
+    pub async fn run(&self, run_id: &str) -> Result<Option<Run>, StoreError> {
+        self.get(run_pk(run_id), SK_RUN).await
     }
 
     async fn get<T: serde::de::DeserializeOwned>(

@@ -116,13 +116,14 @@ impl ArtifactStore for S3ArtifactStore {
                 }
                 Ok(ArtifactWrite::Created)
             }
-            // 412: an object already stands under the key. Keep it if it is the same bytes.
-            Err(e) if status_of(&e) == Some(412) => {
-                self.verify_stored(key, sha256_digest).await?;
-                Ok(ArtifactWrite::Reused)
-            }
+            // 412: an object already stands under the key; it is kept as it is.
+            Err(e) if status_of(&e) == Some(412) => Ok(ArtifactWrite::AlreadyStored),
             Err(e) => Err(unavailable("put raw artifact")(e)),
         }
+    }
+
+    async fn verify(&self, key: &str, sha256_digest: &[u8; 32]) -> Result<(), ArtifactError> {
+        self.verify_stored(key, sha256_digest).await
     }
 
     async fn fetch(
