@@ -17,9 +17,9 @@ use crate::fingerprint::{CanonicalizationRule, Fingerprint};
 use crate::hashing::{base32_lower, base64_decode, hex, sha256};
 use crate::ids::{DeliveryKey, ObservationId};
 use crate::model::{
-    DedupConfidence, Observation, PriorEpoch, QuarantineEntry, QuarantineKind, ReplayRecord,
-    ReplayState, RunPageUpdate, CLAIM_SOURCE_REPORTED, QUARANTINE_OPEN, ROWS_PER_TRANSACTION,
-    VERIFICATION_UNVERIFIED,
+    CommitMarker, DedupConfidence, Observation, PriorEpoch, QuarantineEntry, QuarantineKind,
+    ReplayRecord, ReplayState, RunPageUpdate, CLAIM_SOURCE_REPORTED, QUARANTINE_OPEN,
+    ROWS_PER_TRANSACTION, VERIFICATION_UNVERIFIED,
 };
 use crate::normalize::{normalize, NormalizedRow};
 use crate::ports::{
@@ -175,7 +175,12 @@ struct Delivery {
 
 enum Step {
     Probe(Fingerprint),
+    /// Store as new: over nothing, or over the given expired record (its next epoch).
     Fresh(Option<ReplayRecord>),
+    /// Observation ids of this epoch are taken although no record exists: find a free epoch.
+    FindEpoch(u32),
+    /// Store as new in this epoch, beyond the horizon of a record TTL already deleted.
+    FreshAfterDeletedRecord(u32),
     Resume(ReplayRecord),
     Backoff,
     Done(IngestOutcome),
@@ -379,6 +384,7 @@ impl IngestService {
                     .await?
                 {
                     AttemptProbe::Absent => Step::Fresh(None),
+                    AttemptProbe::Contended => Step::Backoff,
                     AttemptProbe::Expired(old) => Step::Fresh(Some(old)),
                     // A committed record points at an artifact verified before it committed.
                     AttemptProbe::Counted(record) => match record.state {
@@ -404,7 +410,23 @@ impl IngestService {
                 },
                 Step::Fresh(replacing) => {
                     self.verify_once(d, &mut verified).await?;
-                    self.store_fresh(d, replacing).await?
+                    self.store_fresh(d, replacing, None).await?
+                }
+                Step::FreshAfterDeletedRecord(epoch) => {
+                    self.verify_once(d, &mut verified).await?;
+                    self.store_fresh(d, None, Some(epoch)).await?
+                }
+                Step::FindEpoch(taken) => {
+                    let mut epoch = taken + 1;
+                    while self
+                        .store
+                        .observation_exists(&ObservationId::derive(&d.key, epoch, 0))
+                        .await?
+                    {
+                        epoch += 1;
+                    }
+                    warn!(epoch, "observation ids of earlier epochs exist without a replay record: stored beyond the horizon");
+                    Step::FreshAfterDeletedRecord(epoch)
                 }
                 Step::Resume(record) => {
                     self.verify_once(d, &mut verified).await?;
@@ -450,10 +472,15 @@ impl IngestService {
         &self,
         d: &Delivery,
         replacing: Option<ReplayRecord>,
+        after_deleted_record: Option<u32>,
     ) -> Result<Step, IngestError> {
-        let epoch = replacing.as_ref().map_or(0, |old| old.epoch + 1);
+        let epoch = match (&replacing, after_deleted_record) {
+            (Some(old), _) => old.epoch + 1,
+            (None, Some(epoch)) => epoch,
+            (None, None) => 0,
+        };
         let total_rows = d.rows.len();
-        let chunks_total = total_rows.div_ceil(ROWS_PER_TRANSACTION).max(1) as u32;
+        let chunks_total = chunk_plan(total_rows).len() as u32;
         let staged = chunks_total > 1;
         let record = ReplayRecord {
             delivery_key: d.key_text.clone(),
@@ -486,17 +513,26 @@ impl IngestService {
             committed_at: (!staged).then_some(d.now),
             expires_at: d.now.unix_seconds() + d.connector.horizon_seconds(),
             run: d.envelope.run.clone(),
-            dedup_confidence: if replacing.is_some() {
+            dedup_confidence: if epoch > 0 {
                 DedupConfidence::BeyondHorizon
             } else {
                 DedupConfidence::WithinHorizon
             },
-            previous_epoch: replacing.as_ref().map(|old| PriorEpoch {
-                epoch: old.epoch,
-                fingerprint: old.fingerprint.clone(),
-                committed_at: old.committed_at,
-                observation_ids: old.observation_ids.clone(),
-            }),
+            previous_epoch: match (&replacing, after_deleted_record) {
+                (Some(old), _) => Some(PriorEpoch {
+                    epoch: old.epoch,
+                    fingerprint: Some(old.fingerprint.clone()),
+                    committed_at: old.committed_at,
+                    observation_count: Some(old.observation_ids.len() as u32),
+                }),
+                (None, Some(epoch)) => Some(PriorEpoch {
+                    epoch: epoch - 1,
+                    fingerprint: None,
+                    committed_at: None,
+                    observation_count: None,
+                }),
+                (None, None) => None,
+            },
         };
         let observations = self.observations(&record, &d.rows);
         let chunk = ChunkWrite {
@@ -508,12 +544,9 @@ impl IngestService {
                     expires_at: old.expires_at,
                 }),
             },
-            observations: observations
-                .iter()
-                .take(ROWS_PER_TRANSACTION)
-                .cloned()
-                .collect(),
+            observations: observations[chunk_plan(total_rows)[0].clone()].to_vec(),
             run_page: (!staged).then(|| run_page(&record, d.now)).flatten(),
+            commit_marker: None,
         };
         match self.store.write_chunk(&chunk, d.now).await? {
             ChunkOutcome::Written if !staged => {
@@ -535,6 +568,7 @@ impl IngestService {
             }
             ChunkOutcome::ReplayConditionFailed(_) => Ok(Step::Probe(d.fingerprint.clone())),
             ChunkOutcome::Contended => Ok(Step::Backoff),
+            ChunkOutcome::ObservationIdTaken => Ok(Step::FindEpoch(epoch)),
         }
     }
 
@@ -542,9 +576,19 @@ impl IngestService {
     async fn resume(&self, d: &Delivery, mut record: ReplayRecord) -> Result<Step, IngestError> {
         let rows = self.rows_for(d, &record)?;
         let observations = self.observations(&record, &rows);
+        let plan = chunk_plan(rows.len());
+        if plan.len() as u32 != record.chunks_total {
+            return Err(StoreError::Invariant(format!(
+                "record plans {} chunks but {} rows make {}",
+                record.chunks_total,
+                rows.len(),
+                plan.len()
+            ))
+            .into());
+        }
         for chunk_index in record.chunks_done..record.chunks_total {
             let last = chunk_index + 1 == record.chunks_total;
-            let start = chunk_index as usize * ROWS_PER_TRANSACTION;
+            let rows_of_chunk = plan[chunk_index as usize].clone();
             let chunk = ChunkWrite {
                 token: transaction_token(&record, chunk_index, d.now),
                 replay: ReplayAction::Advance {
@@ -554,13 +598,14 @@ impl IngestService {
                     from_chunk: chunk_index,
                     commit_at: last.then_some(d.now),
                 },
-                observations: observations
-                    .iter()
-                    .skip(start)
-                    .take(ROWS_PER_TRANSACTION)
-                    .cloned()
-                    .collect(),
+                observations: observations[rows_of_chunk].to_vec(),
                 run_page: if last { run_page(&record, d.now) } else { None },
+                commit_marker: last.then(|| CommitMarker {
+                    delivery_key: record.delivery_key.clone(),
+                    epoch: record.epoch,
+                    observation_count: record.observation_ids.len() as u32,
+                    committed_at: d.now,
+                }),
             };
             match self.store.write_chunk(&chunk, d.now).await? {
                 ChunkOutcome::Written => {
@@ -573,6 +618,13 @@ impl IngestService {
                     return Ok(Step::Probe(record.fingerprint.clone()))
                 }
                 ChunkOutcome::Contended => return Ok(Step::Backoff),
+                ChunkOutcome::ObservationIdTaken => {
+                    return Err(StoreError::Invariant(format!(
+                        "chunk {chunk_index} of {} collides with stored observations",
+                        record.delivery_key
+                    ))
+                    .into())
+                }
             }
         }
         record.state = ReplayState::Committed;
@@ -642,8 +694,12 @@ impl IngestService {
                 artifact_key: record.artifact_key.clone(),
                 artifact_sha256: record.payload_sha256.clone(),
                 dedup_confidence: record.dedup_confidence,
+                staged: record.chunks_total > 1,
                 claim: CLAIM_SOURCE_REPORTED.to_owned(),
                 verification: VERIFICATION_UNVERIFIED.to_owned(),
+                superseded_by: None,
+                supersedes: None,
+                correction_id: None,
             })
             .collect()
     }
@@ -749,6 +805,28 @@ impl IngestService {
     }
 }
 
+/// Row ranges of each transaction. Up to 98 rows: one transaction (replay record, rows, run
+/// page = 100 actions). More: chunks of 98, the last one at most 97 so that it also carries the
+/// record's commit, the run page and the commit marker.
+pub fn chunk_plan(rows: usize) -> Vec<std::ops::Range<usize>> {
+    if rows <= ROWS_PER_TRANSACTION {
+        return std::iter::once(0..rows).collect();
+    }
+    let mut plan = Vec::new();
+    let mut start = 0;
+    while rows - start > ROWS_PER_TRANSACTION - 1 {
+        let take = if rows - start == ROWS_PER_TRANSACTION {
+            ROWS_PER_TRANSACTION - 1
+        } else {
+            ROWS_PER_TRANSACTION
+        };
+        plan.push(start..start + take);
+        start += take;
+    }
+    plan.push(start..rows);
+    plan
+}
+
 pub fn fingerprint_of(
     rule: CanonicalizationRule,
     format: PayloadFormat,
@@ -815,4 +893,29 @@ fn backoff(round: u32, key: &str) -> Duration {
         .unwrap_or(0);
     let noise = u64::from(sha256(format!("{key}{nanos}").as_bytes())[0]);
     Duration::from_millis(base + noise % (base + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunk_plan;
+
+    #[test]
+    fn chunk_plans_cover_every_row_once_and_leave_room_in_the_last_chunk() {
+        for rows in [0usize, 1, 97, 98, 99, 195, 196, 197, 294, 400, 5000] {
+            let plan = chunk_plan(rows);
+            let covered: usize = plan.iter().map(|r| r.len()).sum();
+            assert_eq!(covered, rows);
+            assert!(plan.windows(2).all(|w| w[0].end == w[1].start));
+            assert!(plan.iter().all(|r| r.len() <= 98));
+            if plan.len() > 1 {
+                assert!(plan.last().unwrap().len() <= 97, "{rows}: {plan:?}");
+            }
+        }
+        assert_eq!(chunk_plan(400).len(), 5);
+        assert_eq!(chunk_plan(98).len(), 1);
+        assert_eq!(
+            chunk_plan(196).iter().map(|r| r.len()).collect::<Vec<_>>(),
+            vec![98, 97, 1]
+        );
+    }
 }

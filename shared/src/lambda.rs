@@ -110,9 +110,39 @@ impl ConnectorDirectory for CachedConnectors {
             }
         }
         let config = self.inner.connector(id).await?;
-        if let Ok(mut entries) = self.entries.lock() {
+        // Only hits are cached: a connector created a moment ago must not be refused for 30 s.
+        if let (Some(_), Ok(mut entries)) = (&config, self.entries.lock()) {
             entries.insert(id.clone(), (Instant::now(), config.clone()));
         }
         Ok(config)
     }
+}
+
+/// Handles one DynamoDB stream batch for the projector. Records are applied in order; the first
+/// that fails is reported (with everything after it) so the event source retries from there.
+pub async fn handle_stream_batch(
+    projector: &crate::projection::Projector,
+    event: aws_lambda_events::event::dynamodb::Event,
+) -> aws_lambda_events::event::streams::DynamoDbEventResponse {
+    let mut response = aws_lambda_events::event::streams::DynamoDbEventResponse::default();
+    for record in event.records {
+        let sequence = record.change.sequence_number.clone().unwrap_or_default();
+        let outcome = match crate::stream::classify(
+            &record.event_name,
+            Some(record.change.old_image),
+            Some(record.change.new_image),
+        ) {
+            Ok(change) => projector.apply(&change).await,
+            Err(e) => Err(e),
+        };
+        if let Err(err) = outcome {
+            warn!(sequence = %sequence, error = %err, "projection failed; the batch resumes here");
+            let mut failure =
+                aws_lambda_events::event::streams::DynamoDbBatchItemFailure::default();
+            failure.item_identifier = Some(sequence);
+            response.batch_item_failures.push(failure);
+            break;
+        }
+    }
+    response
 }

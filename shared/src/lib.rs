@@ -19,5 +19,8 @@ pub mod model;
 pub mod money;
 pub mod normalize;
 pub mod ports;
+pub mod projection;
+pub mod query;
 pub mod reject;
+pub mod stream;
 pub mod timestamp;

@@ -454,3 +454,111 @@ pub async fn create_resources(
     }
     Ok(created)
 }
+
+/// Reads a table's DynamoDB stream the way the Lambda event source does (every shard from its
+/// start, in order) and hands each record's event name and images to the caller.
+pub struct StreamReader {
+    client: aws_sdk_dynamodbstreams::Client,
+    stream_arn: String,
+    iterators: BTreeMap<String, Option<String>>,
+}
+
+/// One stream record: event name, old and new images (empty when absent), sequence number.
+pub type StreamRecordImages = (
+    String,
+    Option<serde_dynamo::Item>,
+    Option<serde_dynamo::Item>,
+    String,
+);
+
+impl StreamReader {
+    pub async fn open(clients: &AwsClients, dynamodb_endpoint: &str, table: &str) -> Result<Self> {
+        let stream_arn = clients
+            .dynamodb
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await?
+            .table
+            .and_then(|t| t.latest_stream_arn)
+            .ok_or_else(|| anyhow!("table {table} has no stream"))?;
+        let config = aws_sdk_dynamodbstreams::Config::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .credentials_provider(aws_credential_types::Credentials::from_keys(
+                crate::aws::LOCAL_ACCESS_KEY_ID,
+                crate::aws::LOCAL_SECRET_ACCESS_KEY,
+                None,
+            ))
+            .region(aws_config::Region::new(crate::aws::LOCAL_REGION))
+            .endpoint_url(dynamodb_endpoint)
+            .build();
+        Ok(Self {
+            client: aws_sdk_dynamodbstreams::Client::from_conf(config),
+            stream_arn,
+            iterators: BTreeMap::new(),
+        })
+    }
+
+    async fn discover_shards(&mut self) -> Result<()> {
+        let description = self
+            .client
+            .describe_stream()
+            .stream_arn(&self.stream_arn)
+            .send()
+            .await?
+            .stream_description
+            .ok_or_else(|| anyhow!("stream has no description"))?;
+        for shard in description.shards.unwrap_or_default() {
+            let Some(id) = shard.shard_id else { continue };
+            if self.iterators.contains_key(&id) {
+                continue;
+            }
+            let iterator = self
+                .client
+                .get_shard_iterator()
+                .stream_arn(&self.stream_arn)
+                .shard_id(&id)
+                .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
+                .send()
+                .await?
+                .shard_iterator;
+            self.iterators.insert(id, iterator);
+        }
+        Ok(())
+    }
+
+    /// Every record that arrived since the last call (possibly none).
+    pub async fn poll(&mut self) -> Result<Vec<StreamRecordImages>> {
+        self.discover_shards().await?;
+        let mut records = Vec::new();
+        let shard_ids: Vec<String> = self.iterators.keys().cloned().collect();
+        for shard in shard_ids {
+            let Some(Some(iterator)) = self.iterators.get(&shard).cloned() else {
+                continue;
+            };
+            let out = self
+                .client
+                .get_records()
+                .shard_iterator(iterator)
+                .limit(1000)
+                .send()
+                .await?;
+            for record in out.records.unwrap_or_default() {
+                let name = record
+                    .event_name
+                    .as_ref()
+                    .map(|n| n.as_str().to_owned())
+                    .unwrap_or_default();
+                let Some(change) = record.dynamodb else {
+                    continue;
+                };
+                let sequence = change.sequence_number.clone().unwrap_or_default();
+                let old = change.old_image.map(serde_dynamo::Item::from);
+                let new = change.new_image.map(serde_dynamo::Item::from);
+                records.push((name, old, new, sequence));
+            }
+            self.iterators.insert(shard, out.next_shard_iterator);
+        }
+        Ok(records)
+    }
+}

@@ -38,9 +38,14 @@ pub enum DedupConfidence {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PriorEpoch {
     pub epoch: u32,
-    pub fingerprint: Fingerprint,
+    /// Unknown when the earlier record was already deleted by TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<Fingerprint>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub committed_at: Option<Timestamp>,
-    pub observation_ids: Vec<ObservationId>,
+    /// Its observation ids are `ObservationId::derive(key, epoch, 0..count)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observation_count: Option<u32>,
 }
 
 /// One per delivery key: what was stored for it and how often it was delivered.
@@ -113,10 +118,47 @@ pub struct Observation {
     pub artifact_key: String,
     pub artifact_sha256: String,
     pub dedup_confidence: DedupConfidence,
+    /// Written in chunks under a `PENDING` record: visible only once its delivery's commit
+    /// marker exists. Unstaged observations were committed in the same transaction as their
+    /// delivery, so they are visible as soon as they exist.
+    #[serde(default)]
+    pub staged: bool,
     /// Always `source_reported`: a stored claim is never confirmed stock.
     pub claim: String,
     /// `unverified` unless a separate verification record says otherwise.
     pub verification: String,
+    /// Set on an observation whose item identity was corrected: the observation that replaces it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<ObservationId>,
+    /// Set on a superseding observation: the one it corrects, and the correction that made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<ObservationId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correction_id: Option<String>,
+}
+
+impl Observation {
+    /// `{observed_at fixed-width}#{observation_id}`: orders observations like the projection rule
+    /// (greatest `observed_at`, then greatest `observation_id`).
+    pub fn basis(&self) -> String {
+        format!("{}#{}", self.observed_at.sort_key(), self.observation_id)
+    }
+
+    pub fn source(&self) -> SourceRef {
+        SourceRef {
+            tenant: self.tenant.clone(),
+            connector: self.connector.clone(),
+            source_account: self.source_account.clone(),
+        }
+    }
+}
+
+/// A source: one supplier account of one connector, within a tenant.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SourceRef {
+    pub tenant: TenantId,
+    pub connector: ConnectorId,
+    pub source_account: SourceAccount,
 }
 
 pub const CLAIM_SOURCE_REPORTED: &str = "source_reported";
@@ -164,6 +206,16 @@ pub struct QuarantineEntry {
 
 pub const QUARANTINE_OPEN: &str = "open";
 
+/// Written by the last chunk of a staged delivery, without TTL: the durable proof that the
+/// epoch's observations are all stored, which outlives the replay record's dedup horizon.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitMarker {
+    pub delivery_key: String,
+    pub epoch: u32,
+    pub observation_count: u32,
+    pub committed_at: Timestamp,
+}
+
 /// Marks one page of a run as committed, inside the page's final transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunPageUpdate {
@@ -176,25 +228,84 @@ pub struct RunPageUpdate {
     pub at: Timestamp,
 }
 
-/// An ingestion run as far as ingest knows it: which pages have committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RunStatus {
+    /// Started; pages are still expected.
+    Running,
+    /// Every page of `1..=page_count` committed.
+    Complete,
+    /// Past its deadline with pages missing (`missing_pages`). A page committed later still
+    /// completes it.
+    Incomplete,
+}
+
+/// An ingestion run: which connector and credential reference it used, which pages it requested,
+/// which committed, and whether it completed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {
     pub run_id: RunId,
     pub tenant: TenantId,
     pub connector: ConnectorId,
+    /// Absent when ingest saw pages of a run nobody started (then it is only a page tally).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RunStatus>,
+    /// A reference to the credential (e.g. a secret's name), never the credential.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    /// Unix seconds after which the sweeper marks the run `INCOMPLETE` if pages are missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<i64>,
+    #[serde(default)]
+    pub pages_requested: std::collections::BTreeSet<u32>,
     #[serde(default)]
     pub pages_committed: std::collections::BTreeSet<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_count: Option<u32>,
+    #[serde(default)]
+    pub missing_pages: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Timestamp>,
     pub updated_at: Timestamp,
 }
 
 impl Run {
     /// Pages of `1..=page_count` not committed yet (empty when the count is unknown).
-    pub fn missing_pages(&self) -> Vec<u32> {
+    pub fn pages_missing(&self) -> Vec<u32> {
         let count = self.page_count.unwrap_or(0);
         (1..=count)
             .filter(|p| !self.pages_committed.contains(p))
             .collect()
     }
+
+    /// All pages committed: the condition of `on_run_complete` publication.
+    pub fn all_pages_committed(&self) -> bool {
+        self.page_count.is_some_and(|count| count > 0) && self.pages_missing().is_empty()
+    }
+}
+
+/// An operator's exclusion of a source from the current projection. History keeps everything.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceQuarantine {
+    pub source: SourceRef,
+    pub active: bool,
+    pub reason: String,
+    pub created_at: Timestamp,
+}
+
+/// An operator's statement that a source's part was mis-identified: rows whose `source_record`
+/// is `source_part` from this source belong to `corrected_item`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdentityCorrection {
+    pub correction_id: String,
+    pub source: SourceRef,
+    pub source_part: String,
+    pub from_item: String,
+    pub to_item: CanonicalItem,
+    pub reason: String,
+    pub created_at: Timestamp,
+    #[serde(default)]
+    pub superseded_observations: Vec<ObservationId>,
 }

@@ -3,8 +3,8 @@
 
 use crate::connector::ConnectorConfig;
 use crate::fingerprint::Fingerprint;
-use crate::ids::ConnectorId;
-use crate::model::{Observation, QuarantineEntry, ReplayRecord, RunPageUpdate};
+use crate::ids::{ConnectorId, ObservationId};
+use crate::model::{CommitMarker, Observation, QuarantineEntry, ReplayRecord, RunPageUpdate};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
 
@@ -29,6 +29,8 @@ pub enum AttemptProbe {
     Expired(ReplayRecord),
     /// No record under this key.
     Absent,
+    /// Another writer holds the record right now; back off and look again.
+    Contended,
 }
 
 /// The replay-record action of one transaction.
@@ -66,6 +68,8 @@ pub struct ChunkWrite {
     pub replay: ReplayAction,
     pub observations: Vec<Observation>,
     pub run_page: Option<RunPageUpdate>,
+    /// On the last chunk of a staged delivery.
+    pub commit_marker: Option<CommitMarker>,
 }
 
 #[derive(Debug)]
@@ -75,6 +79,9 @@ pub enum ChunkOutcome {
     ReplayConditionFailed(Option<Box<ReplayRecord>>),
     /// Another writer holds the same items right now; back off and look again.
     Contended,
+    /// The replay record allowed the write but an observation id is already taken: the key was
+    /// stored before under this epoch and its record is gone (deleted by TTL after expiry).
+    ObservationIdTaken,
 }
 
 #[async_trait]
@@ -95,6 +102,9 @@ pub trait EvidenceStore: Send + Sync {
         chunk: &ChunkWrite,
         now: Timestamp,
     ) -> Result<ChunkOutcome, StoreError>;
+
+    /// Whether an observation with this id exists.
+    async fn observation_exists(&self, id: &ObservationId) -> Result<bool, StoreError>;
 
     /// Stores a quarantine entry. MUST be idempotent: an entry with the same id is left as is.
     async fn put_quarantine(&self, entry: &QuarantineEntry) -> Result<(), StoreError>;

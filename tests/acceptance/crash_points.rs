@@ -242,17 +242,25 @@ async fn a_lost_transaction_response_retried_with_the_same_token_writes_nothing_
     let record = env.replay(PAGE2).await.unwrap();
     let observation = env.observations_of(PAGE2).await.remove(0);
     // The SDK resends the identical request when a response is lost: same token, same items.
+    let other_key = delivery_key(&acme, "T/1");
+    let other_observation = feedsafe::model::Observation {
+        observation_id: feedsafe::ids::ObservationId::derive(&other_key, 0, 0),
+        delivery_key: other_key.as_string(),
+        ..observation.clone()
+    };
     let chunk = ChunkWrite {
         token: "lost-response-token-0001".into(),
         replay: ReplayAction::Create {
             record: Box::new(ReplayRecord {
-                delivery_key: "acme/acme-eu/ACC-1/T/1".into(),
+                delivery_key: other_key.as_string(),
+                observation_ids: vec![other_observation.observation_id.clone()],
                 ..record.clone()
             }),
             replacing: None,
         },
-        observations: vec![],
+        observations: vec![other_observation],
         run_page: None,
+        commit_marker: None,
     };
     let now = Timestamp::now();
     assert!(matches!(
@@ -278,6 +286,11 @@ async fn a_lost_transaction_response_retried_with_the_same_token_writes_nothing_
             .unwrap(),
         ChunkOutcome::ReplayConditionFailed(Some(_))
     ));
+    assert_eq!(
+        env.observations_of(&other_key.as_string()).await.len(),
+        1,
+        "written once"
+    );
     // The original delivery is untouched throughout.
     assert_eq!(env.replay(PAGE2).await.unwrap(), record);
     assert_eq!(env.observations_of(PAGE2).await, vec![observation]);

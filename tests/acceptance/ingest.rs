@@ -107,7 +107,7 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
         vec![1, 2, 3]
     );
     assert_eq!(run.page_count, Some(3));
-    assert!(run.missing_pages().is_empty());
+    assert!(run.pages_missing().is_empty());
     let total_before = env.observations().await.len();
 
     // Lost acknowledgement: page 2 delivered again.
@@ -471,7 +471,8 @@ async fn an_expired_record_still_present_is_absent_and_the_new_delivery_is_flagg
     let link = record
         .previous_epoch
         .expect("linked to the earlier evidence");
-    assert_eq!(link.observation_ids, old.observation_ids);
+    assert_eq!((link.epoch, link.observation_count), (0, Some(1)));
+    assert_eq!(link.fingerprint.as_ref(), Some(&old.fingerprint));
     let observations = env.observations_of(key).await;
     assert_eq!(observations.len(), 2, "earlier evidence is kept");
     let new_obs = observations
@@ -489,4 +490,58 @@ async fn an_expired_record_still_present_is_absent_and_the_new_delivery_is_flagg
         .await,
     );
     assert_eq!(again.observation_ids, now.observation_ids);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_whose_record_was_deleted_by_ttl_is_stored_again_beyond_the_horizon() {
+    let env = spawn_env(false).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let body = export_page(
+        "EXP-8821",
+        2,
+        3,
+        vec![offer("AX-440-R2", 6, "820.00", "2026-11-29T08:00:00Z")],
+    );
+    let first = committed(
+        ingest(
+            &env.service(),
+            &page_envelope(&acme, "EXP-8821", 2, 3, &body),
+        )
+        .await,
+    );
+    let key = "acme/acme-eu/ACC-1/EXP-8821/2";
+    // What TTL does after expiry: the replay record disappears; observations stay.
+    env.clients
+        .dynamodb
+        .delete_item()
+        .table_name(&env.table)
+        .key(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("DLV#{key}")),
+        )
+        .key(
+            "sk",
+            aws_sdk_dynamodb::types::AttributeValue::S("REPLAY".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let again = committed(
+        ingest(
+            &env.service(),
+            &page_envelope(&acme, "EXP-8821", 2, 3, &body),
+        )
+        .await,
+    );
+    assert_eq!(again.epoch, 1);
+    assert_eq!(again.dedup_confidence, DedupConfidence::BeyondHorizon);
+    assert_ne!(again.observation_ids, first.observation_ids);
+    assert_eq!(
+        env.observations_of(key).await.len(),
+        2,
+        "both epochs' evidence kept"
+    );
+    let record = env.replay(key).await.unwrap();
+    assert_eq!(record.previous_epoch.map(|p| p.epoch), Some(0));
 }

@@ -10,7 +10,7 @@
 
 use crate::connector::ConnectorConfig;
 use crate::fingerprint::Fingerprint;
-use crate::ids::ConnectorId;
+use crate::ids::{ConnectorId, ObservationId};
 use crate::model::{Observation, QuarantineEntry, ReplayRecord, ReplayState, Run, RunPageUpdate};
 use crate::ports::{
     AttemptProbe, ChunkOutcome, ChunkWrite, ConnectorDirectory, EvidenceStore, ReplayAction,
@@ -58,6 +58,28 @@ pub fn quarantine_pk(id: &str) -> String {
 pub fn connector_pk(id: &str) -> String {
     format!("CONNECTOR#{id}")
 }
+/// Attribute of a run item naming the delivery that committed page `page`.
+pub fn run_page_delivery_attribute(page: u32) -> String {
+    format!("{RUN_PAGE_DELIVERY_PREFIX}{page:06}")
+}
+pub const RUN_PAGE_DELIVERY_PREFIX: &str = "delivery_p";
+pub fn source_quarantine_pk(source: &crate::model::SourceRef) -> String {
+    format!(
+        "SRCQ#{}#{}#{}",
+        source.tenant, source.connector, source.source_account
+    )
+}
+pub const SK_SOURCE_QUARANTINE: &str = "SRCQ";
+pub fn correction_pk(id: &str) -> String {
+    format!("CORR#{id}")
+}
+pub const SK_CORRECTION: &str = "CORR";
+pub const OPEN_RUNS_PK: &str = "RUNS#OPEN";
+pub fn commit_marker_pk(delivery_key: &str, epoch: u32) -> String {
+    format!("DLVEPOCH#{delivery_key}#{epoch}")
+}
+pub const SK_COMMIT_MARKER: &str = "COMMITTED";
+
 pub fn item_history_pk(tenant: &str, item: &str) -> String {
     format!("ITEM#{tenant}#{item}")
 }
@@ -65,18 +87,18 @@ pub fn quarantine_list_pk(tenant: &str) -> String {
     format!("QUARANTINE#{tenant}")
 }
 
-fn s(value: impl Into<String>) -> AttributeValue {
+pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }
-fn n(value: impl ToString) -> AttributeValue {
+pub(crate) fn n(value: impl ToString) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-fn key(pk: String, sk: &str) -> Item {
+pub(crate) fn key(pk: String, sk: &str) -> Item {
     HashMap::from([(PK.to_owned(), s(pk)), (SK.to_owned(), s(sk))])
 }
 
-fn encode<T: serde::Serialize>(value: &T) -> Result<Item, StoreError> {
+pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<Item, StoreError> {
     serde_dynamo::to_item(value)
         .map_err(|e| StoreError::Invariant(format!("record does not encode: {e}")))
 }
@@ -86,7 +108,7 @@ pub fn decode<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreErro
         .map_err(|e| StoreError::Invariant(format!("stored record does not decode: {e}")))
 }
 
-fn with_keys(mut item: Item, pk: String, sk: &str, kind: &str) -> Item {
+pub(crate) fn with_keys(mut item: Item, pk: String, sk: &str, kind: &str) -> Item {
     item.insert(PK.to_owned(), s(pk));
     item.insert(SK.to_owned(), s(sk));
     item.insert(ENTITY.to_owned(), s(kind));
@@ -155,7 +177,7 @@ pub fn connector_item(config: &ConnectorConfig) -> Result<Item, StoreError> {
     ))
 }
 
-fn unavailable<E>(what: &'static str) -> impl FnOnce(E) -> StoreError
+pub(crate) fn unavailable<E>(what: &'static str) -> impl FnOnce(E) -> StoreError
 where
     E: std::error::Error + Send + Sync + 'static,
 {
@@ -220,7 +242,7 @@ impl DynamoEvidenceStore {
         self.get(run_pk(run_id), SK_RUN).await
     }
 
-    async fn get<T: serde::de::DeserializeOwned>(
+    pub(crate) async fn get<T: serde::de::DeserializeOwned>(
         &self,
         pk: String,
         sk: &str,
@@ -322,7 +344,10 @@ impl DynamoEvidenceStore {
             .expression_attribute_values(":run", s(page.run_id.as_str()))
             .expression_attribute_values(":tenant", s(page.tenant.as_str()))
             .expression_attribute_values(":connector", s(page.connector.as_str()))
-            .expression_attribute_values(":at", s(page.at.to_rfc3339()));
+            .expression_attribute_values(":at", s(page.at.to_rfc3339()))
+            .expression_attribute_names("#delivery", run_page_delivery_attribute(page.page))
+            .expression_attribute_values(":delivery", s(page.delivery_key.as_str()));
+        expression.push_str(", #delivery = :delivery");
         if let Some(count) = page.page_count {
             expression.push_str(", page_count = if_not_exists(page_count, :count)");
             update = update.expression_attribute_values(":count", n(count));
@@ -335,7 +360,7 @@ impl DynamoEvidenceStore {
     }
 }
 
-fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+pub(crate) fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
     StoreError::Invariant(format!("request does not build: {e}"))
 }
 
@@ -383,6 +408,7 @@ impl EvidenceStore for DynamoEvidenceStore {
                         }
                     }
                 },
+                UpdateItemError::TransactionConflictException(_) => Ok(AttemptProbe::Contended),
                 other => Err(unavailable("record attempt")(other)),
             },
             Err(other) => Err(unavailable("record attempt")(other)),
@@ -407,6 +433,21 @@ impl EvidenceStore for DynamoEvidenceStore {
         }
         if let Some(page) = &chunk.run_page {
             actions.push(self.run_page_action(page)?);
+        }
+        if let Some(marker) = &chunk.commit_marker {
+            let item = with_keys(
+                encode(marker)?,
+                commit_marker_pk(&marker.delivery_key, marker.epoch),
+                SK_COMMIT_MARKER,
+                "delivery_commit",
+            );
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(pk)")
+                .build()
+                .map_err(build_error)?;
+            actions.push(TransactWriteItem::builder().put(put).build());
         }
         let result = self
             .client
@@ -446,6 +487,13 @@ impl EvidenceStore for DynamoEvidenceStore {
                 if (0..reasons.len()).any(|i| retryable.contains(&code(i))) {
                     return Ok(ChunkOutcome::Contended);
                 }
+                let observations = 1..=chunk.observations.len();
+                if observations
+                    .clone()
+                    .any(|i| code(i) == "ConditionalCheckFailed")
+                {
+                    return Ok(ChunkOutcome::ObservationIdTaken);
+                }
                 let codes: Vec<&str> = (0..reasons.len()).map(code).collect();
                 Err(StoreError::Invariant(format!(
                     "transaction cancelled although the replay record allowed it: reasons {codes:?}"
@@ -458,6 +506,20 @@ impl EvidenceStore for DynamoEvidenceStore {
             }
             other => Err(unavailable("transact write")(other)),
         }
+    }
+
+    async fn observation_exists(&self, id: &ObservationId) -> Result<bool, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(observation_pk(id.as_str()), SK_OBSERVATION)))
+            .projection_expression("pk")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable("get observation"))?;
+        Ok(out.item.is_some())
     }
 
     async fn put_quarantine(&self, entry: &QuarantineEntry) -> Result<(), StoreError> {

@@ -1,6 +1,8 @@
 //! AWS adapters: the only place that knows about `AttributeValue`, `SdkError` and HTTP status.
 
 pub mod dynamo;
+pub mod evidence_reads;
+pub mod projection_table;
 pub mod s3;
 
 use aws_config::BehaviorVersion;

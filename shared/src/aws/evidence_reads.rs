@@ -1,0 +1,411 @@
+//! Reads of the evidence table for the projection and the read path, and the operator-side
+//! writes (runs, source quarantines, identity corrections).
+
+use super::dynamo::{
+    build_error, correction_pk, decode, encode, item_history_pk, key, n, observation_item,
+    observation_pk, run_pk, s, source_quarantine_pk, unavailable, with_keys, DynamoEvidenceStore,
+    Item, GSI1, OPEN_RUNS_PK, RUN_PAGE_DELIVERY_PREFIX, SK_CORRECTION, SK_OBSERVATION, SK_REPLAY,
+    SK_RUN, SK_SOURCE_QUARANTINE,
+};
+use crate::connector::ConnectorConfig;
+use crate::hashing::{base64_decode, base64_encode};
+use crate::ids::{ConnectorId, ObservationId, TenantId};
+use crate::model::{
+    IdentityCorrection, Observation, ReplayRecord, Run, SourceQuarantine, SourceRef,
+};
+use crate::ports::{ConnectorDirectory, StoreError};
+use crate::projection::{EvidenceReads, HistoryPage, RunWrites};
+use crate::timestamp::Timestamp;
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem, Update};
+use std::collections::{BTreeMap, HashMap};
+
+fn cursor_encode(last: &Item) -> Option<String> {
+    let map: BTreeMap<&str, &str> = last
+        .iter()
+        .filter_map(|(k, v)| v.as_s().ok().map(|v| (k.as_str(), v.as_str())))
+        .collect();
+    serde_json::to_vec(&map).ok().map(|b| base64_encode(&b))
+}
+
+fn cursor_decode(cursor: &str) -> Result<Item, StoreError> {
+    let invalid = || StoreError::Invariant("invalid cursor".into());
+    let bytes = base64_decode(cursor).ok_or_else(invalid)?;
+    let map: BTreeMap<String, String> = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+    let allowed = ["pk", "sk", "gsi1pk", "gsi1sk"];
+    if map.len() != allowed.len() || !map.keys().all(|k| allowed.contains(&k.as_str())) {
+        return Err(invalid());
+    }
+    Ok(map
+        .into_iter()
+        .map(|(k, v)| (k, AttributeValue::S(v)))
+        .collect())
+}
+
+impl DynamoEvidenceStore {
+    /// Starts (or re-announces) a run: RUNNING until all pages commit or its deadline passes.
+    pub async fn start_run(&self, run: &Run) -> Result<(), StoreError> {
+        let deadline = run.deadline.unwrap_or(0);
+        let pages: Vec<String> = run.pages_requested.iter().map(u32::to_string).collect();
+        let mut expression = String::from(
+            "SET entity = :entity, run_id = :run, tenant = :tenant, connector = :connector, \
+             #status = if_not_exists(#status, :running), started_at = if_not_exists(started_at, :now), \
+             deadline = :deadline, updated_at = :now, gsi2pk = :open, gsi2sk = :due",
+        );
+        let mut update = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(key(run_pk(run.run_id.as_str()), SK_RUN)))
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":entity", s("run"))
+            .expression_attribute_values(":run", s(run.run_id.as_str()))
+            .expression_attribute_values(":tenant", s(run.tenant.as_str()))
+            .expression_attribute_values(":connector", s(run.connector.as_str()))
+            .expression_attribute_values(":running", s("RUNNING"))
+            .expression_attribute_values(":now", s(run.updated_at.to_rfc3339()))
+            .expression_attribute_values(":deadline", n(deadline))
+            .expression_attribute_values(":open", s(OPEN_RUNS_PK))
+            .expression_attribute_values(":due", s(format!("{deadline:012}#{}", run.run_id)));
+        if let Some(credential) = &run.credential_ref {
+            expression.push_str(", credential_ref = :credential");
+            update = update.expression_attribute_values(":credential", s(credential));
+        }
+        if let Some(count) = run.page_count {
+            expression.push_str(", page_count = :count");
+            update = update.expression_attribute_values(":count", n(count));
+        }
+        if !pages.is_empty() {
+            expression.push_str(" ADD pages_requested :pages");
+            update = update.expression_attribute_values(":pages", AttributeValue::Ns(pages));
+        }
+        update
+            .update_expression(expression)
+            .send()
+            .await
+            .map_err(unavailable("start run"))?;
+        Ok(())
+    }
+
+    /// Marks runs past their deadline: `COMPLETE` if every page committed, else `INCOMPLETE`
+    /// with the missing pages named. Returns the runs it changed.
+    pub async fn sweep_runs(&self, now: Timestamp) -> Result<Vec<Run>, StoreError> {
+        let out = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .index_name("gsi2")
+            .key_condition_expression("gsi2pk = :open AND gsi2sk < :due")
+            .expression_attribute_values(":open", s(OPEN_RUNS_PK))
+            .expression_attribute_values(":due", s(format!("{:012}~", now.unix_seconds())))
+            .send()
+            .await
+            .map_err(unavailable("query open runs"))?;
+        let mut changed = Vec::new();
+        for item in out.items.unwrap_or_default() {
+            let Some(run_id) = item.get("run_id").and_then(|v| v.as_s().ok()) else {
+                continue;
+            };
+            let Some(run) = self.run(run_id).await? else {
+                continue;
+            };
+            if run.all_pages_committed() {
+                RunWrites::mark_complete(self, &run, now).await?;
+            } else {
+                let missing: Vec<AttributeValue> = run.pages_missing().iter().map(n).collect();
+                let result = self
+                    .client()
+                    .update_item()
+                    .table_name(self.table())
+                    .set_key(Some(key(run_pk(run_id), SK_RUN)))
+                    .update_expression(
+                        "SET #status = :incomplete, missing_pages = :missing, updated_at = :now REMOVE gsi2pk, gsi2sk",
+                    )
+                    .condition_expression("#status = :running")
+                    .expression_attribute_names("#status", "status")
+                    .expression_attribute_values(":incomplete", s("INCOMPLETE"))
+                    .expression_attribute_values(":running", s("RUNNING"))
+                    .expression_attribute_values(":missing", AttributeValue::L(missing))
+                    .expression_attribute_values(":now", s(now.to_rfc3339()))
+                    .send()
+                    .await;
+                match result {
+                    Ok(_) => {}
+                    Err(SdkError::ServiceError(e))
+                        if e.err().is_conditional_check_failed_exception() =>
+                    {
+                        continue
+                    }
+                    Err(e) => return Err(unavailable("mark run incomplete")(e)),
+                }
+            }
+            if let Some(run) = self.run(run_id).await? {
+                changed.push(run);
+            }
+        }
+        Ok(changed)
+    }
+
+    pub async fn put_source_quarantine(
+        &self,
+        quarantine: &SourceQuarantine,
+    ) -> Result<(), StoreError> {
+        let item = with_keys(
+            encode(quarantine)?,
+            source_quarantine_pk(&quarantine.source),
+            SK_SOURCE_QUARANTINE,
+            "source_quarantine",
+        );
+        self.client()
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(unavailable("put source quarantine"))?;
+        Ok(())
+    }
+
+    /// Supersedes `old` with `new` (same evidence, corrected item) atomically; false when `old`
+    /// was already superseded (the correction ran before).
+    pub async fn supersede(
+        &self,
+        old: &Observation,
+        new: &Observation,
+    ) -> Result<bool, StoreError> {
+        let put = Put::builder()
+            .table_name(self.table())
+            .set_item(Some(observation_item(new)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(build_error)?;
+        let mark = Update::builder()
+            .table_name(self.table())
+            .set_key(Some(key(
+                observation_pk(old.observation_id.as_str()),
+                SK_OBSERVATION,
+            )))
+            .update_expression("SET superseded_by = :new")
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(superseded_by)")
+            .expression_attribute_values(":new", s(new.observation_id.as_str()))
+            .build()
+            .map_err(build_error)?;
+        let result = self
+            .client()
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(TransactWriteItem::builder().update(mark).build())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => {
+                Ok(false)
+            }
+            Err(e) => Err(unavailable("supersede observation")(e)),
+        }
+    }
+
+    pub async fn put_correction(&self, correction: &IdentityCorrection) -> Result<(), StoreError> {
+        let item = with_keys(
+            encode(correction)?,
+            correction_pk(&correction.correction_id),
+            SK_CORRECTION,
+            "identity_correction",
+        );
+        self.client()
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(unavailable("put identity correction"))?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RunWrites for DynamoEvidenceStore {
+    async fn mark_complete(&self, run: &Run, at: Timestamp) -> Result<(), StoreError> {
+        let result = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(key(run_pk(run.run_id.as_str()), SK_RUN)))
+            .update_expression(
+                "SET #status = :complete, completed_at = :at, missing_pages = :none, updated_at = :at \
+                 REMOVE gsi2pk, gsi2sk",
+            )
+            .condition_expression("attribute_exists(pk) AND (attribute_not_exists(#status) OR #status <> :complete)")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":complete", s("COMPLETE"))
+            .expression_attribute_values(":at", s(at.to_rfc3339()))
+            .expression_attribute_values(":none", AttributeValue::L(vec![]))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                Ok(())
+            }
+            Err(e) => Err(unavailable("mark run complete")(e)),
+        }
+    }
+}
+
+#[async_trait]
+impl EvidenceReads for DynamoEvidenceStore {
+    async fn replay_record(&self, delivery_key: &str) -> Result<Option<ReplayRecord>, StoreError> {
+        self.get(super::dynamo::replay_pk(delivery_key), SK_REPLAY)
+            .await
+    }
+
+    async fn commit_marker_exists(
+        &self,
+        delivery_key: &str,
+        epoch: u32,
+    ) -> Result<bool, StoreError> {
+        let out = self
+            .client()
+            .get_item()
+            .table_name(self.table())
+            .set_key(Some(key(
+                super::dynamo::commit_marker_pk(delivery_key, epoch),
+                super::dynamo::SK_COMMIT_MARKER,
+            )))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable("get commit marker"))?;
+        Ok(out.item.is_some())
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<Run>, StoreError> {
+        self.get(run_pk(run_id), SK_RUN).await
+    }
+
+    async fn run_delivery_keys(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
+        let out = self
+            .client()
+            .get_item()
+            .table_name(self.table())
+            .set_key(Some(key(run_pk(run_id), SK_RUN)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable("get run"))?;
+        let mut keys: Vec<(String, String)> = out
+            .item
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(RUN_PAGE_DELIVERY_PREFIX))
+            .filter_map(|(k, v)| v.as_s().ok().map(|v| (k, v.clone())))
+            .collect();
+        keys.sort();
+        Ok(keys.into_iter().map(|(_, v)| v).collect())
+    }
+
+    async fn connector_config(
+        &self,
+        id: &ConnectorId,
+    ) -> Result<Option<ConnectorConfig>, StoreError> {
+        ConnectorDirectory::connector(self, id).await
+    }
+
+    async fn source_quarantine(
+        &self,
+        source: &SourceRef,
+    ) -> Result<Option<SourceQuarantine>, StoreError> {
+        self.get(source_quarantine_pk(source), SK_SOURCE_QUARANTINE)
+            .await
+    }
+
+    async fn observation(&self, id: &str) -> Result<Option<Observation>, StoreError> {
+        self.get(observation_pk(id), SK_OBSERVATION).await
+    }
+
+    async fn observations(&self, ids: &[ObservationId]) -> Result<Vec<Observation>, StoreError> {
+        let mut found: HashMap<String, Observation> = HashMap::new();
+        for chunk in ids.chunks(100) {
+            let mut pending: Vec<Item> = chunk
+                .iter()
+                .map(|id| key(observation_pk(id.as_str()), SK_OBSERVATION))
+                .collect();
+            let mut rounds = 0;
+            while !pending.is_empty() {
+                rounds += 1;
+                if rounds > 10 {
+                    return Err(StoreError::Unavailable(anyhow::anyhow!(
+                        "BatchGetItem kept returning unprocessed keys"
+                    )));
+                }
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(build_error)?;
+                let out = self
+                    .client()
+                    .batch_get_item()
+                    .request_items(self.table(), request)
+                    .send()
+                    .await
+                    .map_err(unavailable("batch get observations"))?;
+                for item in out
+                    .responses
+                    .unwrap_or_default()
+                    .remove(self.table())
+                    .unwrap_or_default()
+                {
+                    let observation: Observation = decode(item)?;
+                    found.insert(observation.observation_id.to_string(), observation);
+                }
+                if let Some(mut unprocessed) = out.unprocessed_keys {
+                    if let Some(rest) = unprocessed.remove(self.table()) {
+                        pending = rest.keys;
+                        tokio::time::sleep(std::time::Duration::from_millis(20 * rounds)).await;
+                    }
+                }
+            }
+        }
+        // Keep the caller's order.
+        Ok(ids
+            .iter()
+            .filter_map(|id| found.remove(id.as_str()))
+            .collect())
+    }
+
+    async fn item_history(
+        &self,
+        tenant: &TenantId,
+        item: &str,
+        cursor: Option<&str>,
+        limit: i32,
+    ) -> Result<HistoryPage, StoreError> {
+        let start = cursor.map(cursor_decode).transpose()?;
+        let out = self
+            .client()
+            .query()
+            .table_name(self.table())
+            .index_name(GSI1)
+            .key_condition_expression("gsi1pk = :item")
+            .expression_attribute_values(":item", s(item_history_pk(tenant.as_str(), item)))
+            .scan_index_forward(false)
+            .limit(limit)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(unavailable("query item history"))?;
+        let observations = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(decode)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(HistoryPage {
+            observations,
+            next: out.last_evaluated_key.as_ref().and_then(cursor_encode),
+        })
+    }
+}

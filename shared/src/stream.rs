@@ -1,0 +1,57 @@
+//! Evidence-table stream records -> `EvidenceChange`. Shared by the projector Lambda (DynamoDB
+//! event source) and the local stack's stream poller, so both see the same meaning.
+
+use crate::model::{Observation, ReplayRecord, ReplayState, Run, SourceQuarantine};
+use crate::ports::StoreError;
+use crate::projection::EvidenceChange;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Entity {
+    #[serde(default)]
+    entity: Option<String>,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(item: serde_dynamo::Item) -> Result<T, StoreError> {
+    serde_dynamo::from_item(item)
+        .map_err(|e| StoreError::Invariant(format!("stream image does not decode: {e}")))
+}
+
+/// Classifies one stream record. Only `INSERT` and `MODIFY` matter: TTL deletions (AWS:
+/// `REMOVE` by the service; DynamoDB Local: `UNKNOWN_TO_SDK_VERSION`) and every other event
+/// are ignored, as is any entity the projection does not depend on.
+pub fn classify(
+    event_name: &str,
+    old_image: Option<serde_dynamo::Item>,
+    new_image: Option<serde_dynamo::Item>,
+) -> Result<EvidenceChange, StoreError> {
+    if !matches!(event_name, "INSERT" | "MODIFY") {
+        return Ok(EvidenceChange::Ignored);
+    }
+    let Some(new_image) = new_image.filter(|i| !i.is_empty()) else {
+        return Ok(EvidenceChange::Ignored);
+    };
+    let entity: Entity = decode(new_image.clone())?;
+    Ok(match entity.entity.as_deref() {
+        Some("observation") => {
+            EvidenceChange::Observation(Box::new(decode::<Observation>(new_image)?))
+        }
+        Some("replay") => {
+            let new: ReplayRecord = decode(new_image)?;
+            let was_committed = match old_image.filter(|i| !i.is_empty()) {
+                Some(old) => decode::<ReplayRecord>(old)?.state == ReplayState::Committed,
+                None => false,
+            };
+            if new.state == ReplayState::Committed && !was_committed {
+                EvidenceChange::DeliveryCommitted(new.observation_ids)
+            } else {
+                EvidenceChange::Ignored
+            }
+        }
+        Some("run") => EvidenceChange::Run(Box::new(decode::<Run>(new_image)?)),
+        Some("source_quarantine") => {
+            EvidenceChange::SourceQuarantine(decode::<SourceQuarantine>(new_image)?.source)
+        }
+        _ => EvidenceChange::Ignored,
+    })
+}
