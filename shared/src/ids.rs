@@ -187,6 +187,16 @@ impl ObservationId {
         ))
     }
 
+    /// The id of the observation that replaces `old` under identity correction `correction_id`.
+    pub fn derive_superseding(old: &ObservationId, correction_id: &str) -> Self {
+        let digest =
+            crate::hashing::sha256(format!("supersede\n{old}\n{correction_id}").as_bytes());
+        Self(format!(
+            "obs_{}",
+            crate::hashing::base32_lower(&digest[..16])
+        ))
+    }
+
     pub fn parse(text: &str) -> Result<Self, IdError> {
         let body = text.strip_prefix("obs_").ok_or(IdError {
             what: "observation id",

@@ -146,3 +146,46 @@ pub async fn handle_stream_batch(
     }
     response
 }
+
+/// Tenant and scopes from the API Gateway JWT authorizer (claim `tenant`, token scopes).
+pub fn principal_from_apigw(
+    request: &aws_lambda_events::event::apigw::ApiGatewayV2httpRequest,
+) -> Option<crate::query::Principal> {
+    let jwt = request.request_context.authorizer.as_ref()?.jwt.as_ref()?;
+    let tenant = jwt
+        .claims
+        .get("tenant")
+        .and_then(|t| crate::ids::TenantId::parse(t).ok())?;
+    let mut scopes: Vec<String> = jwt.scopes.clone().unwrap_or_default();
+    if let Some(scope) = jwt.claims.get("scope") {
+        scopes.extend(scope.split(' ').map(str::to_owned));
+    }
+    Some(crate::query::Principal { tenant, scopes })
+}
+
+/// The query function: API Gateway HTTP API (payload 2.0) -> read routes -> JSON.
+pub async fn handle_apigw_read(
+    service: &crate::query::QueryService,
+    request: aws_lambda_events::event::apigw::ApiGatewayV2httpRequest,
+) -> aws_lambda_events::event::apigw::ApiGatewayV2httpResponse {
+    let http = crate::http::HttpRequest {
+        method: request.request_context.http.method.to_string(),
+        path: request.raw_path.clone().unwrap_or_default(),
+        query: request
+            .query_string_parameters
+            .iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        principal: principal_from_apigw(&request),
+    };
+    let response =
+        crate::http::handle_read(service, http, crate::timestamp::Timestamp::now()).await;
+    let mut out = aws_lambda_events::event::apigw::ApiGatewayV2httpResponse::default();
+    out.status_code = i64::from(response.status);
+    out.headers.insert(
+        aws_lambda_events::http::header::CONTENT_TYPE,
+        aws_lambda_events::http::HeaderValue::from_static("application/json"),
+    );
+    out.body = Some(aws_lambda_events::encodings::Body::Text(response.body));
+    out
+}

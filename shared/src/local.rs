@@ -484,6 +484,7 @@ impl StreamReader {
             .ok_or_else(|| anyhow!("table {table} has no stream"))?;
         let config = aws_sdk_dynamodbstreams::Config::builder()
             .behavior_version(aws_config::BehaviorVersion::latest())
+            .http_client(crate::aws::http_client())
             .credentials_provider(aws_credential_types::Credentials::from_keys(
                 crate::aws::LOCAL_ACCESS_KEY_ID,
                 crate::aws::LOCAL_SECRET_ACCESS_KEY,

@@ -4,5 +4,6 @@
 mod bad_input;
 mod crash_points;
 mod ingest;
+mod projection;
 mod request_budget;
 mod template;

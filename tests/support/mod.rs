@@ -464,3 +464,106 @@ impl TestEnv {
         )
     }
 }
+
+impl TestEnv {
+    pub fn projection_table(&self) -> String {
+        self.resources
+            .table("ProjectionTable")
+            .expect("projection table")
+            .to_owned()
+    }
+
+    pub fn projection_store(&self) -> Arc<feedsafe::aws::projection_table::DynamoProjectionStore> {
+        Arc::new(feedsafe::aws::projection_table::DynamoProjectionStore::new(
+            self.clients.dynamodb.clone(),
+            self.projection_table(),
+        ))
+    }
+
+    pub fn projector(&self) -> feedsafe::projection::Projector {
+        self.projector_into(self.projection_store())
+    }
+
+    pub fn projector_into(
+        &self,
+        projection: Arc<feedsafe::aws::projection_table::DynamoProjectionStore>,
+    ) -> feedsafe::projection::Projector {
+        feedsafe::projection::Projector::new(self.store.clone(), projection, self.store.clone())
+    }
+
+    pub fn query(&self) -> feedsafe::query::QueryService {
+        feedsafe::query::QueryService::new(self.store.clone(), self.projection_store())
+    }
+
+    pub async fn stream(&self) -> feedsafe::local::StreamReader {
+        let (dynamodb, _) = engine_endpoints();
+        feedsafe::local::StreamReader::open(&self.clients, &dynamodb, &self.table)
+            .await
+            .expect("evidence stream")
+    }
+
+    /// Reads the stream until it is quiet and applies every record, as the event source would.
+    pub async fn drain(
+        &self,
+        stream: &mut feedsafe::local::StreamReader,
+        projector: &feedsafe::projection::Projector,
+    ) -> Vec<feedsafe::local::StreamRecordImages> {
+        let mut all = Vec::new();
+        let mut quiet = 0;
+        while quiet < 2 {
+            let records = stream.poll().await.expect("poll stream");
+            if records.is_empty() {
+                quiet += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+            quiet = 0;
+            for (name, old, new, _) in &records {
+                let change =
+                    feedsafe::stream::classify(name, old.clone(), new.clone()).expect("classify");
+                projector.apply(&change).await.expect("projection applies");
+            }
+            all.extend(records);
+        }
+        all
+    }
+
+    pub fn reader(&self) -> feedsafe::query::Principal {
+        feedsafe::query::Principal {
+            tenant: TenantId::parse(TENANT).unwrap(),
+            scopes: vec!["offers:read".into()],
+        }
+    }
+
+    pub async fn table_items(&self, table: &str) -> Vec<Item> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .clients
+                .dynamodb
+                .scan()
+                .table_name(table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .expect("scan");
+            items.extend(out.items.unwrap_or_default());
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return items;
+            }
+        }
+    }
+}
+
+/// A connector like `acme_eu` for another supplier or policy.
+pub fn connector(id: &str, account: &str, publication: Publication) -> ConnectorConfig {
+    ConnectorConfig {
+        connector: ConnectorId::parse(id).unwrap(),
+        source_account: SourceAccount::parse(account).unwrap(),
+        publication,
+        ..acme_eu()
+    }
+}

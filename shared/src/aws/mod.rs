@@ -16,7 +16,7 @@ pub struct AwsClients {
     pub sqs: aws_sdk_sqs::Client,
 }
 
-fn http_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
+pub(crate) fn http_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
     aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
         .build_https()

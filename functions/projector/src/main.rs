@@ -1,0 +1,44 @@
+//! Projector Lambda: DynamoDB stream of the evidence table -> `feedsafe::lambda::handle_stream_batch`.
+
+use anyhow::Context;
+use aws_lambda_events::event::dynamodb::Event;
+use feedsafe::aws::dynamo::DynamoEvidenceStore;
+use feedsafe::aws::projection_table::DynamoProjectionStore;
+use feedsafe::aws::AwsClients;
+use feedsafe::lambda::{handle_stream_batch, init_tracing};
+use feedsafe::projection::Projector;
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use std::sync::Arc;
+
+/// A required, non-empty environment variable; a missing one fails the function's init.
+fn required_env(key: &'static str) -> anyhow::Result<String> {
+    std::env::var(key)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
+        .with_context(|| format!("environment variable {key} is required"))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    init_tracing();
+    let evidence_table = required_env("EVIDENCE_TABLE")?;
+    let projection_table = required_env("PROJECTION_TABLE")?;
+    let clients = AwsClients::from_env(false).await;
+    let evidence = Arc::new(DynamoEvidenceStore::new(
+        clients.dynamodb.clone(),
+        evidence_table,
+    ));
+    let projector = Projector::new(
+        evidence.clone(),
+        Arc::new(DynamoProjectionStore::new(
+            clients.dynamodb.clone(),
+            projection_table,
+        )),
+        evidence,
+    );
+    let projector = &projector;
+    run(service_fn(move |event: LambdaEvent<Event>| async move {
+        Ok::<_, Error>(handle_stream_batch(projector, event.payload).await)
+    }))
+    .await
+}

@@ -1,0 +1,418 @@
+//! The current projection and the read path, through the real DynamoDB stream.
+
+use acceptance::*;
+use feedsafe::connector::Publication;
+use feedsafe::envelope::{DeliveryEnvelope, RunPage};
+use feedsafe::ids::{RunId, SourceAccount};
+use feedsafe::ingest::{IngestOutcome, IngestService};
+use feedsafe::item::CanonicalItem;
+use feedsafe::model::{Run, RunStatus, SourceRef};
+use feedsafe::operations::{correct_identity, quarantine_source, CorrectionRequest};
+use feedsafe::projection::ProjectionStore;
+use feedsafe::timestamp::Timestamp;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+const ITEM: &str = "AX-440-R2";
+
+async fn ingest_ok(service: &IngestService, envelope: &[u8]) {
+    let outcome = service
+        .ingest_message(envelope)
+        .await
+        .expect("ingest settles");
+    assert!(
+        matches!(
+            outcome,
+            IngestOutcome::Committed(_) | IngestOutcome::Replayed(_)
+        ),
+        "{outcome:?}"
+    );
+}
+
+fn quantities(offers: &Value) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = offers["offers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["connector"].as_str().unwrap().to_owned(),
+                o["quantity"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn history_quantities(history: &Value) -> Vec<u64> {
+    history["observations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["quantity"].as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn late_backfill_is_kept_in_history_and_never_moves_the_current_offer_back() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let (service, projector, query) = (env.service(), env.projector(), env.query());
+    let mut stream = env.stream().await;
+    let page = |export: &str, q: i64, at: &str| {
+        page_envelope(
+            &acme,
+            export,
+            2,
+            3,
+            &export_page(export, 2, 3, vec![offer(ITEM, q, "820.00", at)]),
+        )
+    };
+    ingest_ok(&service, &page("EXP-8821", 6, "2026-11-29T08:00:00Z")).await;
+    ingest_ok(&service, &page("EXP-8822", 4, "2026-11-29T09:00:00Z")).await;
+    env.drain(&mut stream, &projector).await;
+    let now = Timestamp::now();
+    assert_eq!(
+        quantities(&query.offers(&env.reader(), ITEM, None, now).await.unwrap()),
+        vec![("acme-eu".into(), 4)]
+    );
+
+    // A late delivery observed at 07:00 with quantity 9.
+    ingest_ok(&service, &page("EXP-8820", 9, "2026-11-29T07:00:00Z")).await;
+    env.drain(&mut stream, &projector).await;
+    let offers = query.offers(&env.reader(), ITEM, None, now).await.unwrap();
+    assert_eq!(
+        quantities(&offers),
+        vec![("acme-eu".into(), 4)],
+        "the current offer stays quantity 4"
+    );
+    let history = query.history(&env.reader(), ITEM, None, 50).await.unwrap();
+    assert_eq!(
+        history_quantities(&history),
+        vec![4, 6, 9],
+        "history holds it, newest first"
+    );
+}
+
+async fn partial_run(publication: Publication) {
+    let env = spawn_env(true).await;
+    let config = connector("acme-eu", "ACC-1", publication);
+    env.seed(&config).await;
+    let (service, projector, query) = (env.service(), env.projector(), env.query());
+    let mut stream = env.stream().await;
+    let run_id = RunId::parse("run-EXP-7000").unwrap();
+    let started = Timestamp::now();
+    env.store
+        .start_run(&Run {
+            run_id: run_id.clone(),
+            tenant: config.tenant.clone(),
+            connector: config.connector.clone(),
+            status: None,
+            credential_ref: Some("secret:acme-eu/export-token".into()),
+            started_at: Some(started),
+            deadline: Some(started.unix_seconds() + 2),
+            pages_requested: BTreeSet::from([1, 2, 3]),
+            pages_committed: BTreeSet::new(),
+            page_count: Some(3),
+            missing_pages: vec![],
+            completed_at: None,
+            updated_at: started,
+        })
+        .await
+        .unwrap();
+    let page = |n: u32, sku: &str| {
+        let body = export_page(
+            "EXP-7000",
+            n,
+            3,
+            vec![offer(sku, i64::from(n), "10.00", "2026-11-29T08:00:00Z")],
+        );
+        let key = delivery_key(&config, &format!("EXP-7000/{n}"));
+        let run = RunPage {
+            run_id: run_id.clone(),
+            page: n,
+            page_count: Some(3),
+        };
+        DeliveryEnvelope::inline(
+            &key,
+            "export_page",
+            Timestamp::now(),
+            "application/json",
+            Some(run),
+            &body,
+        )
+        .to_json()
+        .into_bytes()
+    };
+    // Pages 1 and 2 commit.
+    env.send("IngestQueue", &page(1, "P-1")).await;
+    env.send("IngestQueue", &page(2, "P-2")).await;
+    let mut handled = 0;
+    while handled < 2 {
+        let (received, failed) = env.pump_once("IngestQueue", &service, 1).await;
+        assert_eq!(failed, 0);
+        handled += received;
+    }
+    // Page 3 keeps failing (its archive write fails) until the queue dead-letters it.
+    let (dynamodb, _) = engine_endpoints();
+    let broken = feedsafe::aws::AwsClients::local(&dynamodb, "http://127.0.0.1:9");
+    let failing_archive = IngestService::new(
+        env.store.clone(),
+        Arc::new(feedsafe::aws::s3::S3ArtifactStore::new(
+            broken.s3,
+            &env.bucket,
+        )),
+        env.store.clone(),
+        Arc::new(feedsafe::ports::SystemClock),
+        Arc::new(feedsafe::ports::NoFaults),
+    );
+    env.send("IngestQueue", &page(3, "P-3")).await;
+    for _ in 0..60 {
+        env.pump_once("IngestQueue", &failing_archive, 1).await;
+        if env.queue_depth("IngestDLQ").await.0 == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    assert!(env.replay("acme/acme-eu/ACC-1/EXP-7000/3").await.is_none());
+    assert_eq!(
+        env.queue_depth("IngestDLQ").await.0,
+        1,
+        "page 3 is in the DLQ"
+    );
+    env.drain(&mut stream, &projector).await;
+
+    // The deadline passes: the sweeper names page 3 as missing.
+    let swept = env
+        .store
+        .sweep_runs(Timestamp::now().plus_seconds(5))
+        .await
+        .unwrap();
+    assert_eq!(swept.len(), 1);
+    let run = env.store.run(run_id.as_str()).await.unwrap().unwrap();
+    assert_eq!(run.status, Some(RunStatus::Incomplete));
+    assert_eq!(run.missing_pages, vec![3]);
+    assert_eq!(
+        run.credential_ref.as_deref(),
+        Some("secret:acme-eu/export-token")
+    );
+
+    let now = Timestamp::now();
+    let visible = |sku: &'static str| {
+        let query = query.clone();
+        let principal = env.reader();
+        async move {
+            !query.offers(&principal, sku, None, now).await.unwrap()["offers"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        }
+    };
+    let history_len = |sku: &'static str| {
+        let query = query.clone();
+        let principal = env.reader();
+        async move {
+            query.history(&principal, sku, None, 50).await.unwrap()["observations"]
+                .as_array()
+                .unwrap()
+                .len()
+        }
+    };
+    match publication {
+        Publication::PerPage => {
+            assert!(
+                visible("P-1").await && visible("P-2").await,
+                "per_page shows pages 1-2"
+            );
+            assert_eq!(history_len("P-1").await, 1);
+        }
+        Publication::OnRunComplete => {
+            assert!(
+                !visible("P-1").await && !visible("P-2").await,
+                "on_run_complete shows nothing yet"
+            );
+            assert_eq!(history_len("P-1").await, 0, "not in history either");
+        }
+    }
+    assert!(!visible("P-3").await);
+
+    // Redrive page 3 from the DLQ; now it commits, the run completes, everything is visible.
+    let dlq = env.resources.queue("IngestDLQ").unwrap().url.clone();
+    let moved = env
+        .clients
+        .sqs
+        .receive_message()
+        .queue_url(&dlq)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    for m in moved.messages.unwrap_or_default() {
+        env.send("IngestQueue", m.body().unwrap().as_bytes()).await;
+        env.clients
+            .sqs
+            .delete_message()
+            .queue_url(&dlq)
+            .receipt_handle(m.receipt_handle().unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+    let (received, failed) = env.pump_once("IngestQueue", &service, 1).await;
+    assert_eq!((received, failed), (1, 0));
+    env.drain(&mut stream, &projector).await;
+    let run = env.store.run(run_id.as_str()).await.unwrap().unwrap();
+    assert_eq!(run.status, Some(RunStatus::Complete));
+    assert!(run.missing_pages.is_empty());
+    assert!(visible("P-1").await && visible("P-2").await && visible("P-3").await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn partial_pagination_per_page_shows_committed_pages_of_an_incomplete_run() {
+    partial_run(Publication::PerPage).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn partial_pagination_on_run_complete_shows_nothing_until_the_last_page_commits() {
+    partial_run(Publication::OnRunComplete).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn identity_correction_supersedes_without_rewriting_the_raw_artifact() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let (service, projector, query) = (env.service(), env.projector(), env.query());
+    let mut stream = env.stream().await;
+    let body = export_page(
+        "EXP-8821",
+        2,
+        3,
+        vec![offer("AX-440", 6, "820.00", "2026-11-29T08:00:00Z")],
+    );
+    ingest_ok(&service, &page_envelope(&acme, "EXP-8821", 2, 3, &body)).await;
+    env.drain(&mut stream, &projector).await;
+    let now = Timestamp::now();
+    let before = query
+        .offers(&env.reader(), "AX-440", None, now)
+        .await
+        .unwrap();
+    assert_eq!(quantities(&before).len(), 1);
+    let original = env.observations().await.remove(0);
+    let versions_before = env.object_versions(&original.artifact_key).await;
+
+    let source = SourceRef {
+        tenant: acme.tenant.clone(),
+        connector: acme.connector.clone(),
+        source_account: acme.source_account.clone(),
+    };
+    let request = CorrectionRequest {
+        source,
+        from_item: "AX-440".into(),
+        to_item: CanonicalItem::parse_key("AX-440-R2").unwrap(),
+        reason: "manufacturer confirmed revision R2".into(),
+    };
+    let correction = correct_identity(&env.store, &request, now).await.unwrap();
+    assert_eq!(
+        correction.superseded_observations,
+        vec![original.observation_id.clone()]
+    );
+    let again = correct_identity(&env.store, &request, now).await.unwrap();
+    assert!(again.superseded_observations.is_empty(), "idempotent");
+    env.drain(&mut stream, &projector).await;
+
+    assert!(query
+        .offers(&env.reader(), "AX-440", None, now)
+        .await
+        .unwrap()["offers"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let corrected = query
+        .offers(&env.reader(), "AX-440-R2", None, now)
+        .await
+        .unwrap();
+    let offer = &corrected["offers"][0];
+    assert_eq!(offer["quantity"], 6);
+    assert_eq!(offer["delivery_key"], original.delivery_key.as_str());
+    let old_history = query
+        .history(&env.reader(), "AX-440", None, 50)
+        .await
+        .unwrap();
+    let old_entry = &old_history["observations"][0];
+    assert_eq!(old_entry["superseded"], true);
+    let new_id = old_entry["superseded_by"].as_str().unwrap().to_owned();
+    let new_entry = query.observation(&env.reader(), &new_id).await.unwrap();
+    assert_eq!(new_entry["supersedes"], original.observation_id.as_str());
+    assert_eq!(
+        new_entry["provenance"]["artifact_sha256"],
+        original.artifact_sha256.as_str()
+    );
+    // The raw artifact is the same object, byte for byte.
+    assert_eq!(
+        env.object_versions(&original.artifact_key).await,
+        versions_before
+    );
+    assert_eq!(
+        feedsafe::hashing::sha256_hex(&env.read_object(&original.artifact_key).await),
+        original.artifact_sha256
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quarantining_one_source_leaves_the_other_current_and_history_keeps_both() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    let beta = connector("beta-eu", "ACC-9", Publication::PerPage);
+    env.seed(&acme).await;
+    env.seed(&beta).await;
+    let (service, projector, query) = (env.service(), env.projector(), env.query());
+    let mut stream = env.stream().await;
+    let body = |q| {
+        export_page(
+            "EXP-1",
+            1,
+            1,
+            vec![offer(ITEM, q, "820.00", "2026-11-29T08:00:00Z")],
+        )
+    };
+    ingest_ok(&service, &page_envelope(&acme, "EXP-1", 1, 1, &body(6))).await;
+    ingest_ok(&service, &page_envelope(&beta, "EXP-1", 1, 1, &body(3))).await;
+    env.drain(&mut stream, &projector).await;
+    let now = Timestamp::now();
+    assert_eq!(
+        quantities(&query.offers(&env.reader(), ITEM, None, now).await.unwrap()),
+        vec![("acme-eu".into(), 6), ("beta-eu".into(), 3)]
+    );
+
+    let source = SourceRef {
+        tenant: acme.tenant.clone(),
+        connector: acme.connector.clone(),
+        source_account: SourceAccount::parse("ACC-1").unwrap(),
+    };
+    quarantine_source(&env.store, &source, "supplier disputes its own feed", now)
+        .await
+        .unwrap();
+    env.drain(&mut stream, &projector).await;
+    assert_eq!(
+        quantities(&query.offers(&env.reader(), ITEM, None, now).await.unwrap()),
+        vec![("beta-eu".into(), 3)]
+    );
+    let rows = env
+        .projection_store()
+        .offers(&acme.tenant, "AX-440-R2~each~new")
+        .await
+        .unwrap();
+    assert_eq!(
+        rows.len(),
+        1,
+        "the quarantined source's row is gone from the projection"
+    );
+    let history = query.history(&env.reader(), ITEM, None, 50).await.unwrap();
+    let mut kept = history_quantities(&history);
+    kept.sort();
+    assert_eq!(kept, vec![3, 6], "history keeps both");
+}
