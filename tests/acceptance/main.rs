@@ -5,5 +5,6 @@ mod bad_input;
 mod crash_points;
 mod ingest;
 mod projection;
+mod read_path;
 mod request_budget;
 mod template;

@@ -567,3 +567,13 @@ pub fn connector(id: &str, account: &str, publication: Publication) -> Connector
         ..acme_eu()
     }
 }
+
+impl TestEnv {
+    pub async fn service_ingest(&self, service: &IngestService, envelope: &[u8]) {
+        let outcome = service
+            .ingest_message(envelope)
+            .await
+            .expect("ingest settles");
+        assert!(outcome.result().is_some(), "{outcome:?}");
+    }
+}
