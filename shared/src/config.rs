@@ -10,7 +10,8 @@ pub enum ConfigError {
     Invalid { key: &'static str, reason: String },
 }
 
-fn required(key: &'static str) -> Result<String, ConfigError> {
+/// A required, non-empty environment variable; a missing one fails the function's init.
+pub fn required(key: &'static str) -> Result<String, ConfigError> {
     match std::env::var(key) {
         Ok(value) if !value.trim().is_empty() => Ok(value),
         _ => Err(ConfigError::Missing(key)),

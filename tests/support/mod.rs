@@ -148,25 +148,7 @@ impl TestEnv {
 
     /// Every item of the evidence table (test-only Scan).
     pub async fn items(&self) -> Vec<Item> {
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .clients
-                .dynamodb
-                .scan()
-                .table_name(&self.table)
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .expect("scan");
-            items.extend(out.items.unwrap_or_default());
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return items;
-            }
-        }
+        self.table_items(&self.table).await
     }
 
     async fn of_kind<T: serde::de::DeserializeOwned>(&self, kind: &str) -> Vec<T> {

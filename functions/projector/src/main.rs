@@ -1,6 +1,5 @@
 //! Projector Lambda: DynamoDB stream of the evidence table -> `feedsafe::lambda::handle_stream_batch`.
 
-use anyhow::Context;
 use aws_lambda_events::event::dynamodb::Event;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
@@ -10,19 +9,11 @@ use feedsafe::projection::Projector;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 
-/// A required, non-empty environment variable; a missing one fails the function's init.
-fn required_env(key: &'static str) -> anyhow::Result<String> {
-    std::env::var(key)
-        .ok()
-        .filter(|value| !value.trim().is_empty())
-        .with_context(|| format!("environment variable {key} is required"))
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let evidence_table = required_env("EVIDENCE_TABLE")?;
-    let projection_table = required_env("PROJECTION_TABLE")?;
+    let evidence_table = feedsafe::config::required("EVIDENCE_TABLE")?;
+    let projection_table = feedsafe::config::required("PROJECTION_TABLE")?;
     let clients = AwsClients::from_env(false).await;
     let evidence = Arc::new(DynamoEvidenceStore::new(
         clients.dynamodb.clone(),

@@ -1,7 +1,6 @@
 //! Query Lambda: HTTP API (payload 2.0, JWT authorizer) -> `feedsafe::lambda::handle_apigw_read`.
 //! Read-only: the function's role allows only DynamoDB reads.
 
-use anyhow::Context;
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
@@ -11,19 +10,11 @@ use feedsafe::query::QueryService;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 
-/// A required, non-empty environment variable; a missing one fails the function's init.
-fn required_env(key: &'static str) -> anyhow::Result<String> {
-    std::env::var(key)
-        .ok()
-        .filter(|value| !value.trim().is_empty())
-        .with_context(|| format!("environment variable {key} is required"))
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let evidence_table = required_env("EVIDENCE_TABLE")?;
-    let projection_table = required_env("PROJECTION_TABLE")?;
+    let evidence_table = feedsafe::config::required("EVIDENCE_TABLE")?;
+    let projection_table = feedsafe::config::required("PROJECTION_TABLE")?;
     let clients = AwsClients::from_env(false).await;
     let service = QueryService::new(
         Arc::new(DynamoEvidenceStore::new(

@@ -1,7 +1,6 @@
 //! Sweeper Lambda: on an EventBridge schedule, settles runs past their deadline
 //! (`DynamoEvidenceStore::sweep_runs`). The scheduled event's payload is ignored.
 
-use anyhow::Context;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::AwsClients;
 use feedsafe::lambda::init_tracing;
@@ -9,18 +8,10 @@ use feedsafe::timestamp::Timestamp;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use tracing::info;
 
-/// A required, non-empty environment variable; a missing one fails the function's init.
-fn required_env(key: &'static str) -> anyhow::Result<String> {
-    std::env::var(key)
-        .ok()
-        .filter(|value| !value.trim().is_empty())
-        .with_context(|| format!("environment variable {key} is required"))
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let evidence_table = required_env("EVIDENCE_TABLE")?;
+    let evidence_table = feedsafe::config::required("EVIDENCE_TABLE")?;
     let clients = AwsClients::from_env(false).await;
     let store = DynamoEvidenceStore::new(clients.dynamodb.clone(), evidence_table);
     let store = &store;
