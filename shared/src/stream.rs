@@ -55,3 +55,39 @@ pub fn classify(
         _ => EvidenceChange::Ignored,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_dynamo::{AttributeValue, Item};
+    use std::collections::HashMap;
+
+    fn item(entity: &str) -> Item {
+        Item::from(HashMap::from([(
+            "entity".to_owned(),
+            AttributeValue::S(entity.to_owned()),
+        )]))
+    }
+
+    #[test]
+    fn ttl_deletions_and_removals_are_ignored() {
+        // AWS: REMOVE by the TTL service; DynamoDB Local: UNKNOWN_TO_SDK_VERSION.
+        for name in ["REMOVE", "UNKNOWN_TO_SDK_VERSION", ""] {
+            let change = classify(name, Some(item("replay")), None).unwrap();
+            assert!(matches!(change, EvidenceChange::Ignored), "{name}");
+        }
+    }
+
+    #[test]
+    fn records_the_projection_does_not_read_are_ignored() {
+        for entity in [
+            "quarantine",
+            "connector",
+            "delivery_commit",
+            "identity_correction",
+        ] {
+            let change = classify("INSERT", None, Some(item(entity))).unwrap();
+            assert!(matches!(change, EvidenceChange::Ignored), "{entity}");
+        }
+    }
+}
