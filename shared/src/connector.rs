@@ -12,6 +12,10 @@ pub enum PayloadFormat {
     AcmeExportV1,
     /// CloudEvents 1.0 structured JSON with the rows under `data.offers` (the `acme-events` push feed).
     CloudEventsOffersV1,
+    /// A CSV file with a header row naming the row fields (`sku,quantity,unit,price,currency,
+    /// observed_at[,revision,condition]`), as dropped under `drops/{connector}/`. Fingerprint it
+    /// with `bytes-v1`.
+    CsvOffersV1,
 }
 
 impl PayloadFormat {
@@ -20,6 +24,15 @@ impl PayloadFormat {
         match self {
             Self::AcmeExportV1 => &["offers"],
             Self::CloudEventsOffersV1 => &["data", "offers"],
+            Self::CsvOffersV1 => &[],
+        }
+    }
+
+    /// The media type of a body in this format.
+    pub fn content_type(&self) -> &'static str {
+        match self {
+            Self::CsvOffersV1 => "text/csv",
+            _ => "application/json",
         }
     }
 }
@@ -62,6 +75,43 @@ pub struct ConnectorConfig {
     pub horizon_days: u32,
     pub publication: Publication,
     pub max_body_bytes: u64,
+    /// For a scheduled pull connector: where and how the poller fetches exports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<PullSettings>,
+}
+
+/// How the poller reads a supplier's paginated export (`GET {export_url}?page=N`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullSettings {
+    /// Base URL of the export; the poller asks for `{export_url}?page=N`.
+    pub export_url: String,
+    /// A reference to the credential (e.g. a secret's name), never the credential itself.
+    pub credential_ref: String,
+    /// Seconds after the run starts at which the sweeper settles it.
+    #[serde(default = "default_run_deadline_seconds")]
+    pub run_deadline_seconds: u64,
+    /// Timeout of one page request, in milliseconds.
+    #[serde(default = "default_page_timeout_ms")]
+    pub page_timeout_ms: u64,
+    /// Attempts per page before the page is reported as failed.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+}
+
+pub const DEFAULT_RUN_DEADLINE_SECONDS: u64 = 900;
+pub const DEFAULT_PAGE_TIMEOUT_MS: u64 = 5000;
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+
+fn default_run_deadline_seconds() -> u64 {
+    DEFAULT_RUN_DEADLINE_SECONDS
+}
+
+fn default_page_timeout_ms() -> u64 {
+    DEFAULT_PAGE_TIMEOUT_MS
+}
+
+fn default_max_attempts() -> u32 {
+    DEFAULT_MAX_ATTEMPTS
 }
 
 impl ConnectorConfig {

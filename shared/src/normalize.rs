@@ -37,6 +37,9 @@ pub fn normalize(
     rule: CanonicalizationRule,
     body: &[u8],
 ) -> Result<Vec<NormalizedRow>, Rejection> {
+    if format == PayloadFormat::CsvOffersV1 {
+        return normalize_csv(rule, body);
+    }
     let document: Value = serde_json::from_slice(body).map_err(|e| {
         Rejection::new(RejectCode::InvalidPayload, format!("body is not JSON: {e}"))
     })?;
@@ -46,6 +49,7 @@ pub fn normalize(
     let (rows, default_observed_at) = match format {
         PayloadFormat::AcmeExportV1 => (acme_export_rows(root)?, None),
         PayloadFormat::CloudEventsOffersV1 => cloudevents_rows(root)?,
+        PayloadFormat::CsvOffersV1 => return normalize_csv(rule, body),
     };
     if rows.len() > MAX_ROWS {
         return Err(Rejection::new(
@@ -70,6 +74,50 @@ pub fn normalize(
         .collect::<Result<Vec<_>, _>>()?;
     if rule.orders_rows_canonically() {
         // Stable sort: identical rows keep their relative order, and are identical anyway.
+        normalized.sort_by(|a, b| a.canonical.cmp(&b.canonical));
+    }
+    Ok(normalized)
+}
+
+/// CSV rows become the same row objects as JSON rows (numbers for integer quantities, strings
+/// otherwise), so one set of row rules applies to every format.
+fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<NormalizedRow>, Rejection> {
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(body);
+    let headers = reader
+        .headers()
+        .map_err(|e| Rejection::new(RejectCode::InvalidPayload, format!("CSV header: {e}")))?
+        .clone();
+    let mut normalized = Vec::new();
+    for (index, record) in reader.records().enumerate() {
+        let record = record.map_err(|e| {
+            Rejection::new(RejectCode::InvalidPayload, format!("CSV row {index}: {e}"))
+        })?;
+        if index >= MAX_ROWS {
+            return Err(Rejection::new(
+                RejectCode::PayloadTooLarge,
+                format!("more than {MAX_ROWS} rows"),
+            ));
+        }
+        let mut row = Map::new();
+        for (name, value) in headers.iter().zip(record.iter()) {
+            if value.is_empty() {
+                continue;
+            }
+            let value = match (name, value.parse::<i64>()) {
+                ("quantity", Ok(n)) => Value::from(n),
+                _ => Value::from(value),
+            };
+            row.insert(name.to_owned(), value);
+        }
+        let row = Value::Object(row);
+        let canonical = canonical_json::canonicalize(row.to_string().as_bytes()).map_err(|e| {
+            Rejection::new(RejectCode::InvalidPayload, format!("CSV row {index}: {e}"))
+        })?;
+        normalized.push(normalize_row(index, &row, None, canonical)?);
+    }
+    if rule.orders_rows_canonically() {
         normalized.sort_by(|a, b| a.canonical.cmp(&b.canonical));
     }
     Ok(normalized)
@@ -309,6 +357,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(rows[0].observed_at.to_rfc3339(), "2026-11-29T08:00:00Z");
+    }
+
+    #[test]
+    fn csv_rows_follow_the_same_rules() {
+        let csv = b"sku,quantity,unit,price,currency,observed_at\nAX-440-R2,6,each,820.00,EUR,2026-11-29T08:00:00Z\n";
+        let rows = normalize(
+            PayloadFormat::CsvOffersV1,
+            CanonicalizationRule::BytesV1,
+            csv,
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].quantity, rows[0].price.as_str()), (6, "820.00"));
+        let negative = b"sku,quantity,unit,price,currency,observed_at\nAX-1,-2,each,1.00,EUR,2026-11-29T08:00:00Z\n";
+        let err = normalize(
+            PayloadFormat::CsvOffersV1,
+            CanonicalizationRule::BytesV1,
+            negative,
+        )
+        .unwrap_err();
+        assert_eq!(err.code, RejectCode::InvalidQuantity);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod bad_input;
 mod crash_points;
 mod ingest;
+mod intake;
 mod projection;
 mod read_path;
 mod request_budget;

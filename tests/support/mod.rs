@@ -323,6 +323,7 @@ pub fn acme_eu() -> ConnectorConfig {
         horizon_days: DEFAULT_HORIZON_DAYS,
         publication: Publication::PerPage,
         max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        pull: None,
     }
 }
 

@@ -1,82 +1,124 @@
-//! `local-stack resources`: creates the resources of `template.yaml` on the running local engines
-//! (prefix `local`), seeds the sample connectors, and writes `.local/stack.json` for other tools.
+//! `local-stack up` runs the whole system locally (see lib.rs); `local-stack demo` drives the
+//! essay's scenario through a running stack; `local-stack resources` only creates resources.
+
+mod demo;
 
 use anyhow::{bail, Context, Result};
-use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::AwsClients;
-use feedsafe::connector::ConnectorConfig;
-use feedsafe::local::{create_resources, read_template, template_path, CreateOptions};
-use std::path::PathBuf;
-
-const PREFIX: &str = "local";
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("..")
-}
+use feedsafe::local::{
+    create_resources, read_template, template_path, CreateOptions, LocalResources,
+};
+use local_stack::{repo_root, sample_connectors, start_stack, StackOptions};
 
 fn endpoint(key: &str) -> Result<String> {
     std::env::var(key).with_context(|| {
-        format!("{key} is not set: start the engines with `infra/engines.sh start` and `eval \"$(infra/engines.sh env)\"`")
+        format!("{key} is not set: start the engines with `infra/engines.sh start` and `eval \"$(infra/engines.sh env)\"` (infra/local.sh does both)")
+    })
+}
+
+async fn resources(clients: &AwsClients, prefix: &str) -> Result<LocalResources> {
+    let spec = read_template(&template_path())?;
+    create_resources(
+        clients,
+        &spec,
+        &CreateOptions {
+            prefix: prefix.into(),
+            ttl: true,
+        },
+    )
+    .await
+}
+
+fn write_stack_file(value: &serde_json::Value) -> Result<()> {
+    let out = repo_root().join(".local/stack.json");
+    std::fs::create_dir_all(repo_root().join(".local"))?;
+    std::fs::write(&out, serde_json::to_vec_pretty(value)?)?;
+    Ok(())
+}
+
+fn resources_json(resources: &LocalResources) -> serde_json::Value {
+    serde_json::json!({
+        "tables": resources.tables,
+        "queues": resources.queues.iter().map(|(id, q)| (id.clone(), serde_json::json!({"name": q.name, "url": q.url, "arn": q.arn}))).collect::<serde_json::Map<_, _>>(),
+        "buckets": resources.buckets,
     })
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let command = std::env::args().nth(1).unwrap_or_default();
-    if command != "resources" {
-        bail!("usage: local-stack resources");
+    let command = std::env::args().nth(1).unwrap_or_else(|| "up".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "info,aws_config=warn,aws_smithy_runtime=warn,hyper=warn",
+        )
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .compact()
+        .init();
+    match command.as_str() {
+        "up" => up().await,
+        "demo" => demo::run().await,
+        "resources" => {
+            let clients = AwsClients::local(
+                &endpoint("FEEDSAFE_DYNAMODB_ENDPOINT")?,
+                &endpoint("FEEDSAFE_MOTO_ENDPOINT")?,
+            );
+            let created = resources(&clients, "local").await?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&resources_json(&created))?
+            );
+            Ok(())
+        }
+        other => bail!("unknown command {other:?}; use: local-stack up | demo | resources"),
     }
+}
+
+async fn up() -> Result<()> {
     let dynamodb = endpoint("FEEDSAFE_DYNAMODB_ENDPOINT")?;
     let moto = endpoint("FEEDSAFE_MOTO_ENDPOINT")?;
     let clients = AwsClients::local(&dynamodb, &moto);
-    let existing = clients
-        .dynamodb
-        .list_tables()
-        .send()
+    let prefix = format!(
+        "local{}",
+        feedsafe::timestamp::Timestamp::now().unix_seconds() % 1_000_000
+    );
+    let created = resources(&clients, &prefix)
         .await
-        .context("DynamoDB Local is not answering")?;
-    if existing
-        .table_names()
-        .iter()
-        .any(|t| t.starts_with(&format!("{PREFIX}-")))
-    {
-        bail!("resources with prefix {PREFIX:?} already exist on these engines (restart them for a clean stack)");
+        .context("creating resources from template.yaml")?;
+    let port: u16 = std::env::var("FEEDSAFE_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(8790);
+    let options = StackOptions {
+        port,
+        ..StackOptions::default()
+    };
+    let stack = start_stack(clients.clone(), &dynamodb, created.clone(), options.clone()).await?;
+    for connector in sample_connectors(&stack.supplier)? {
+        stack.services.evidence.put_connector(&connector).await?;
     }
-    let spec = read_template(&template_path())?;
-    let resources = create_resources(
-        &clients,
-        &spec,
-        &CreateOptions {
-            prefix: PREFIX.into(),
-            ttl: true,
-        },
-    )
-    .await?;
-    let store =
-        DynamoEvidenceStore::new(clients.dynamodb.clone(), resources.table("EvidenceTable")?);
-    let connectors_file = repo_root().join("infra/local/connectors.json");
-    let connectors: Vec<ConnectorConfig> = serde_json::from_slice(
-        &std::fs::read(&connectors_file)
-            .with_context(|| format!("reading {}", connectors_file.display()))?,
-    )
-    .context("infra/local/connectors.json")?;
-    for connector in &connectors {
-        store.put_connector(connector).await?;
-    }
-    let stack = serde_json::json!({
-        "dynamodb_endpoint": dynamodb,
-        "moto_endpoint": moto,
-        "tables": resources.tables,
-        "queues": resources.queues.iter().map(|(id, q)| (id.clone(), serde_json::json!({"name": q.name, "url": q.url, "arn": q.arn}))).collect::<serde_json::Map<_, _>>(),
-        "buckets": resources.buckets,
-        "connectors": connectors.iter().map(|c| c.connector.to_string()).collect::<Vec<_>>(),
-    });
-    let out = repo_root().join(".local/stack.json");
-    std::fs::create_dir_all(out.parent().unwrap_or(&repo_root()))?;
-    std::fs::write(&out, serde_json::to_vec_pretty(&stack)?)?;
-    println!("{}", serde_json::to_string_pretty(&stack)?);
-    eprintln!("local-stack: resources created from template.yaml; written to .local/stack.json");
+    demo::seed_first_export(&stack.supplier);
+    let tokens = local_stack::load_tokens(&options.tokens_file)?;
+    let mut token_names: Vec<(String, Vec<String>)> =
+        tokens.into_iter().map(|(t, p)| (t, p.scopes)).collect();
+    token_names.sort();
+    let mut stack_file = resources_json(&created);
+    stack_file["http"] = serde_json::json!(stack.base_url());
+    stack_file["fake_supplier"] =
+        serde_json::json!(format!("http://127.0.0.1:{}", stack.supplier.port()));
+    stack_file["dynamodb_endpoint"] = serde_json::json!(dynamodb);
+    stack_file["moto_endpoint"] = serde_json::json!(moto);
+    stack_file["tokens"] = serde_json::json!(token_names);
+    stack_file["webhook_secrets_file"] = serde_json::json!(options.secrets_file);
+    write_stack_file(&stack_file)?;
+    println!(
+        "\nfeedsafe local stack is up on {}\n  try:  curl -H 'Authorization: Bearer local-reader-demo-token' {}/v1/items/AX-440-R2/offers\n  demo: cargo run -q -p local-stack -- demo\n  endpoints and names: .local/stack.json; Ctrl-C stops it\n",
+        stack.base_url(),
+        stack.base_url()
+    );
+    tokio::signal::ctrl_c().await?;
+    println!("stopping the local stack");
+    stack.stop().await;
     Ok(())
 }

@@ -4,6 +4,7 @@ pub mod dynamo;
 pub mod evidence_reads;
 pub mod projection_table;
 pub mod s3;
+pub mod sqs;
 
 use aws_config::BehaviorVersion;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};

@@ -1,0 +1,38 @@
+//! Drops Lambda: S3 `ObjectCreated` under `drops/{connector}/` -> one delivery envelope per file
+//! version on the ingest queue (`feedsafe::drops::handle_s3_event`).
+
+use aws_lambda_events::event::s3::S3Event;
+use feedsafe::aws::dynamo::DynamoEvidenceStore;
+use feedsafe::aws::sqs::SqsDeliveryQueue;
+use feedsafe::aws::AwsClients;
+use feedsafe::config::required;
+use feedsafe::drops::{handle_s3_event, DropService};
+use feedsafe::lambda::{init_tracing, CachedConnectors};
+use feedsafe::ports::SystemClock;
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    init_tracing();
+    let evidence_table = required("EVIDENCE_TABLE")?;
+    let queue_url = required("INGEST_QUEUE_URL")?;
+    let clients = AwsClients::from_env(false).await;
+    let store = Arc::new(DynamoEvidenceStore::new(
+        clients.dynamodb.clone(),
+        evidence_table,
+    ));
+    let service = DropService::new(
+        Arc::new(CachedConnectors::new(store, Duration::from_secs(30))),
+        Arc::new(SqsDeliveryQueue::new(clients.sqs.clone(), queue_url)),
+        Arc::new(SystemClock),
+    );
+    let service = &service;
+    run(service_fn(move |event: LambdaEvent<S3Event>| async move {
+        handle_s3_event(service, event.payload)
+            .await
+            .map_err(Error::from)
+    }))
+    .await
+}

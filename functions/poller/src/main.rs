@@ -1,0 +1,69 @@
+//! Poller Lambda: on an EventBridge schedule with payload `{"connector": "acme-eu"}`, pulls the
+//! connector's current export (`feedsafe::poller::PullService`) and enqueues every page on the
+//! ingest queue. Returns the `PullReport`; an unknown or non-pull connector, an unreadable first
+//! page or an unavailable run ledger fails the invocation.
+
+use feedsafe::aws::dynamo::DynamoEvidenceStore;
+use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
+use feedsafe::aws::AwsClients;
+use feedsafe::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
+use feedsafe::ids::ConnectorId;
+use feedsafe::lambda::{init_tracing, CachedConnectors};
+use feedsafe::poller::{HttpExportSource, PullService};
+use feedsafe::ports::SystemClock;
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::info;
+
+fn connector_of(event: &Value) -> Result<ConnectorId, Error> {
+    let text = event
+        .get("connector")
+        .and_then(Value::as_str)
+        .ok_or(r#"the event must be {"connector": "<connector id>"}"#)?;
+    Ok(ConnectorId::parse(text)?)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    init_tracing();
+    let evidence_table = required(EVIDENCE_TABLE)?;
+    let queue_url = required("INGEST_QUEUE_URL")?;
+    let raw_bucket = required(RAW_BUCKET)?;
+    let path_style = matches!(
+        std::env::var(S3_FORCE_PATH_STYLE).ok().as_deref(),
+        Some("true" | "1")
+    );
+    let clients = AwsClients::from_env(path_style).await;
+    let store = Arc::new(DynamoEvidenceStore::new(
+        clients.dynamodb.clone(),
+        evidence_table,
+    ));
+    let service = PullService::new(
+        Arc::new(CachedConnectors::new(
+            store.clone(),
+            Duration::from_secs(30),
+        )),
+        store,
+        Arc::new(HttpExportSource::new()),
+        Arc::new(SqsDeliveryQueue::new(clients.sqs.clone(), queue_url)),
+        Arc::new(S3ClaimStore::new(clients.s3.clone(), raw_bucket)),
+        Arc::new(SystemClock),
+    );
+    let service = &service;
+    run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let connector = connector_of(&event.payload)?;
+        let report = service.run_connector(&connector).await?;
+        info!(
+            connector = %connector,
+            run_id = %report.run_id,
+            export_id = %report.export_id,
+            enqueued = report.enqueued.len(),
+            failed = report.failed.len(),
+            "pull finished"
+        );
+        Ok::<_, Error>(serde_json::to_value(&report)?)
+    }))
+    .await
+}

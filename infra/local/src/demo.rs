@@ -1,0 +1,424 @@
+//! The essay's scenario, driven through the real HTTP and queue paths of a running local stack
+//! (`local-stack up`), one readable table per step.
+
+use anyhow::{anyhow, bail, Context, Result};
+use feedsafe::fake_supplier::FakeSupplierHandle;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const READER: &str = "local-reader-demo-token";
+const OPERATOR: &str = "local-operator-demo-token";
+
+fn offer(sku: &str, quantity: u64, price: &str, at: &str) -> Value {
+    json!({"sku": sku, "quantity": quantity, "unit": "each", "price": price, "currency": "EUR", "observed_at": at})
+}
+
+fn export_8821(page2_quantity: u64) -> Vec<Vec<Value>> {
+    vec![
+        vec![offer("BX-100", 10, "12.50", "2026-11-29T08:00:00Z")],
+        vec![offer(
+            "AX-440-R2",
+            page2_quantity,
+            "820.00",
+            "2026-11-29T08:00:00Z",
+        )],
+        vec![offer("CX-7", 1, "99.00", "2026-11-29T08:00:00Z")],
+    ]
+}
+
+/// The export the stack starts with.
+pub fn seed_first_export(supplier: &FakeSupplierHandle) {
+    supplier.set_export("acme-eu", "EXP-8821", export_8821(6));
+}
+
+struct Client {
+    agent: ureq::Agent,
+    api: String,
+    supplier: String,
+}
+
+impl Client {
+    fn call(
+        &self,
+        method: &str,
+        url: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value)> {
+        let mut response = match (method, body) {
+            ("GET", _) => {
+                let mut request = self.agent.get(url);
+                if let Some(t) = token {
+                    request = request.header("Authorization", &format!("Bearer {t}"));
+                }
+                request.call()
+            }
+            (_, body) => {
+                let mut request = self
+                    .agent
+                    .post(url)
+                    .header("content-type", "application/json");
+                if let Some(t) = token {
+                    request = request.header("Authorization", &format!("Bearer {t}"));
+                }
+                request.send(body.map(Value::to_string).unwrap_or_default())
+            }
+        }
+        .with_context(|| {
+            format!("{method} {url}: is the local stack running (`infra/local.sh`)?")
+        })?;
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        Ok((
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+
+    fn run_pull(&self) -> Result<Value> {
+        let (status, body) = self.call(
+            "POST",
+            &format!("{}/v1/connectors/acme-eu/runs", self.api),
+            Some(OPERATOR),
+            None,
+        )?;
+        if status != 202 {
+            bail!("starting the pull run answered {status}: {body}");
+        }
+        Ok(body)
+    }
+
+    fn history(&self, item: &str) -> Result<Vec<Value>> {
+        let (_, body) = self.call(
+            "GET",
+            &format!("{}/v1/items/{item}/observations", self.api),
+            Some(READER),
+            None,
+        )?;
+        Ok(body["observations"].as_array().cloned().unwrap_or_default())
+    }
+
+    fn offers(&self, item: &str) -> Result<Vec<Value>> {
+        let (_, body) = self.call(
+            "GET",
+            &format!("{}/v1/items/{item}/offers", self.api),
+            Some(READER),
+            None,
+        )?;
+        Ok(body["offers"].as_array().cloned().unwrap_or_default())
+    }
+
+    fn set_export(&self, export_id: &str, pages: Vec<Vec<Value>>) -> Result<()> {
+        let (status, body) = self.call(
+            "POST",
+            &format!("{}/control/acme-eu/export", self.supplier),
+            None,
+            Some(&json!({"export_id": export_id, "pages": pages})),
+        )?;
+        if status >= 300 {
+            bail!("fake supplier refused the export: {status} {body}");
+        }
+        Ok(())
+    }
+}
+
+fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Some(value) = probe()? {
+            return Ok(value);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Err(anyhow!("timed out waiting for {what}"))
+}
+
+fn table(title: &str, header: &[&str], rows: Vec<Vec<String>>) {
+    println!("\n== {title}");
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.get(i).map_or(0, String::len))
+                .max()
+                .unwrap_or(0)
+                .max(header[i].len())
+        })
+        .collect();
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    println!("{}", line(header.iter().map(|h| h.to_string()).collect()));
+    println!(
+        "{}",
+        widths
+            .iter()
+            .map(|w| "-".repeat(*w))
+            .collect::<Vec<_>>()
+            .join("-+-")
+    );
+    for row in rows {
+        println!("{}", line(row));
+    }
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+fn observation_rows(observations: &[Value]) -> Vec<Vec<String>> {
+    observations
+        .iter()
+        .map(|o| {
+            vec![
+                s(&o["observation_id"]),
+                s(&o["delivery_key"]),
+                s(&o["quantity"]),
+                format!("{} {}", s(&o["price"]), s(&o["currency"])),
+                s(&o["observed_at"]),
+                s(&o["claim"]),
+            ]
+        })
+        .collect()
+}
+
+const OBS_HEADER: [&str; 6] = [
+    "observation",
+    "delivery key",
+    "qty",
+    "price",
+    "observed_at",
+    "claim",
+];
+
+pub async fn run() -> Result<()> {
+    let stack: Value = serde_json::from_slice(
+        &std::fs::read(crate::repo_root().join(".local/stack.json"))
+            .context("no .local/stack.json: start the stack with infra/local.sh")?,
+    )?;
+    let api = s(&stack["http"]);
+    let supplier = s(&stack["fake_supplier"]);
+    let clients = feedsafe::aws::AwsClients::local(
+        &s(&stack["dynamodb_endpoint"]),
+        &s(&stack["moto_endpoint"]),
+    );
+    let evidence = feedsafe::aws::dynamo::DynamoEvidenceStore::new(
+        clients.dynamodb.clone(),
+        s(&stack["tables"]["EvidenceTable"]),
+    );
+    let bucket = s(&stack["buckets"]["RawBucket"]);
+    let client = Client {
+        agent: ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into(),
+        api,
+        supplier,
+    };
+    let client = std::sync::Arc::new(client);
+
+    // 1. The three-page export; page 2 carries AX-440-R2, quantity 6, 08:00Z.
+    let c = client.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        c.set_export("EXP-8821", export_8821(6))?;
+        c.run_pull()
+    })
+    .await??;
+    let c = client.clone();
+    let history = tokio::task::spawn_blocking(move || {
+        wait_for("the page-2 observation", || {
+            Ok(Some(c.history("AX-440-R2")?).filter(|h| !h.is_empty()))
+        })
+    })
+    .await??;
+    table(
+        &format!(
+            "1. Pull run {} of export EXP-8821 ({} pages enqueued) -> page 2 stored once",
+            s(&report["run_id"]),
+            report["enqueued"].as_array().map_or(0, Vec::len)
+        ),
+        &OBS_HEADER,
+        observation_rows(&history),
+    );
+    let first_id = s(&history[0]["observation_id"]);
+    let page2 = "demo/acme-eu/ACC-1/EXP-8821/2";
+
+    // 2. The acknowledgement is lost; the scheduler sends the same export again.
+    let c = client.clone();
+    tokio::task::spawn_blocking(move || c.run_pull()).await??;
+    let record = {
+        let start = Instant::now();
+        loop {
+            let record = evidence
+                .replay_record(page2)
+                .await?
+                .ok_or_else(|| anyhow!("no replay record for {page2}"))?;
+            if record.attempts >= 2 || start.elapsed() > Duration::from_secs(30) {
+                break record;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    let c = client.clone();
+    let history = tokio::task::spawn_blocking(move || c.history("AX-440-R2")).await??;
+    table(
+        "2. Page 2 delivered again (lost acknowledgement) -> replayed, no new observation",
+        &[
+            "delivery key",
+            "state",
+            "attempts",
+            "observation ids",
+            "observations in history",
+        ],
+        vec![vec![
+            page2.into(),
+            format!("{:?}", record.state),
+            record.attempts.to_string(),
+            record
+                .observation_ids
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            history.len().to_string(),
+        ]],
+    );
+    if record.observation_ids.first().map(|i| i.to_string()) != Some(first_id.clone())
+        || history.len() != 1
+    {
+        bail!("the replay created or changed an observation");
+    }
+
+    // 3. 09:00: a new export reports quantity 4.
+    let c = client.clone();
+    let (offers, history) =
+        tokio::task::spawn_blocking(move || -> Result<(Vec<Value>, Vec<Value>)> {
+            c.set_export(
+                "EXP-8822",
+                vec![
+                    vec![],
+                    vec![offer("AX-440-R2", 4, "820.00", "2026-11-29T09:00:00Z")],
+                    vec![],
+                ],
+            )?;
+            c.run_pull()?;
+            let offers = wait_for("quantity 4 to be current", || {
+                let offers = c.offers("AX-440-R2")?;
+                Ok(offers.iter().any(|o| o["quantity"] == 4).then_some(offers))
+            })?;
+            Ok((offers, c.history("AX-440-R2")?))
+        })
+        .await??;
+    table(
+        "3. Export EXP-8822 (quantity 4, 09:00Z) -> current offer",
+        &[
+            "connector",
+            "qty",
+            "observed_at",
+            "retrieved_at",
+            "verification",
+            "age (s)",
+        ],
+        offers
+            .iter()
+            .map(|o| {
+                vec![
+                    s(&o["connector"]),
+                    s(&o["quantity"]),
+                    s(&o["observed_at"]),
+                    s(&o["retrieved_at"]),
+                    s(&o["verification"]),
+                    s(&o["freshness"]["age_seconds"]),
+                ]
+            })
+            .collect(),
+    );
+    table(
+        "   History of AX-440-R2 (newest first): both claims kept",
+        &OBS_HEADER,
+        observation_rows(&history),
+    );
+
+    // 4. EXP-8821 page 2 comes back claiming quantity 5 under the same identity.
+    let c = client.clone();
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        c.set_export("EXP-8821", export_8821(5))?;
+        c.run_pull()?;
+        Ok(())
+    })
+    .await??;
+    let tenant = feedsafe::ids::TenantId::parse("demo")?;
+    let entry = {
+        let start = Instant::now();
+        loop {
+            let entries = evidence.quarantine_list(&tenant).await?;
+            if let Some(entry) = entries
+                .into_iter()
+                .find(|e| e.delivery_key.as_deref() == Some(page2))
+            {
+                break entry;
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                bail!("no quarantine entry appeared for {page2}");
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    let c = client.clone();
+    let (offers, history) =
+        tokio::task::spawn_blocking(move || -> Result<(Vec<Value>, Vec<Value>)> {
+            Ok((c.offers("AX-440-R2")?, c.history("AX-440-R2")?))
+        })
+        .await??;
+    table(
+        "4. EXP-8821 page 2 again with quantity 5 -> replay_payload_mismatch, quarantined",
+        &[
+            "outcome",
+            "quarantine id",
+            "stored fingerprint",
+            "received fingerprint",
+        ],
+        vec![vec![
+            entry.reason_code.clone(),
+            entry.quarantine_id.clone(),
+            entry
+                .stored_fingerprint
+                .as_ref()
+                .map(|f| f.to_string())
+                .unwrap_or_default(),
+            entry
+                .received_fingerprint
+                .as_ref()
+                .map(|f| f.to_string())
+                .unwrap_or_default(),
+        ]],
+    );
+    println!(
+        "   quarantined evidence (its own raw artifact): s3://{bucket}/{} (sha256 {})",
+        entry.evidence_key, entry.evidence_sha256
+    );
+    println!(
+        "   the stored observation is untouched: {}",
+        history
+            .iter()
+            .any(|o| s(&o["observation_id"]) == first_id && o["quantity"] == 6)
+    );
+    println!(
+        "   current offer: quantity {}  (history: {} claims)",
+        offers
+            .first()
+            .map(|o| s(&o["quantity"]))
+            .unwrap_or_default(),
+        history.len()
+    );
+    println!("\nOutcome: the quantity-6 observation replayed, quantity 4 current, quantity 5 rejected as replay_payload_mismatch.");
+    Ok(())
+}

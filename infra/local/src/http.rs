@@ -1,0 +1,208 @@
+//! The local API server: the same routes as API Gateway, dispatched to the same handlers.
+//! Bearer tokens stand in for the JWT authorizer (tenant and scopes come from the token, never
+//! from a header a caller sets).
+
+use crate::Services;
+use feedsafe::http::{handle_read, HttpRequest, HttpResponse};
+use feedsafe::query::Principal;
+use feedsafe::webhook::WebhookRequest;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use std::collections::HashMap;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+/// Bodies above this are refused before any handler runs (handlers apply their own limits).
+const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+pub const OPS_SCOPE: &str = "ops:write";
+
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    services: Services,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+            _ = stopped.changed() => return,
+        };
+        let services = services.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let services = services.clone();
+                async move { Ok::<_, std::convert::Infallible>(handle(services, request).await) }
+            });
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                warn!(error = %e, "connection error");
+            }
+        });
+    }
+}
+
+fn to_hyper(response: HttpResponse) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(response.status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(response.body)))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::from_static(b"{}"))))
+}
+
+fn principal(
+    tokens: &HashMap<String, Principal>,
+    headers: &HashMap<String, String>,
+) -> Option<Principal> {
+    let token = headers.get("authorization")?.strip_prefix("Bearer ")?;
+    tokens.get(token.trim()).cloned()
+}
+
+fn query_map(uri: &hyper::Uri) -> HashMap<String, String> {
+    uri.query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(h * 16 + l);
+                i += 3;
+            }
+            (b'+', _, _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn handle(services: Services, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    let method = request.method().as_str().to_owned();
+    let path = percent_decode(request.uri().path());
+    let query = query_map(request.uri());
+    let headers: HashMap<String, String> = request
+        .headers()
+        .iter()
+        .filter_map(|(k, v)| {
+            v.to_str()
+                .ok()
+                .map(|v| (k.as_str().to_ascii_lowercase(), v.to_owned()))
+        })
+        .collect();
+    let body = match Limited::new(request.into_body(), MAX_REQUEST_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes().to_vec(),
+        Err(_) => {
+            return to_hyper(HttpResponse::error(
+                413,
+                "payload_too_large",
+                "request body too large",
+            ))
+        }
+    };
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let response = match (method.as_str(), segments.as_slice()) {
+        ("GET", ["health"]) => HttpResponse::json(200, &serde_json::json!({"status": "ok"})),
+        ("POST", ["v1", "webhooks", connector]) => {
+            services
+                .webhook
+                .handle(WebhookRequest {
+                    connector: (*connector).to_owned(),
+                    headers: headers.clone(),
+                    body,
+                })
+                .await
+        }
+        ("POST", ["v1", "connectors", connector, "runs"]) => {
+            start_run(&services, &headers, connector).await
+        }
+        (_, ["v1", "items", ..]) | (_, ["v1", "observations", _]) => {
+            let http = HttpRequest {
+                method: method.clone(),
+                path: path.clone(),
+                query,
+                principal: principal(&services.tokens, &headers),
+            };
+            handle_read(&services.query, http, feedsafe::timestamp::Timestamp::now()).await
+        }
+        _ => HttpResponse::error(404, "not_found", "no such route"),
+    };
+    info!(method = %method, path = %path, status = response.status, "request");
+    to_hyper(response)
+}
+
+/// `POST /v1/connectors/{id}/runs`: ingestion authority, operators only.
+async fn start_run(
+    services: &Services,
+    headers: &HashMap<String, String>,
+    connector: &str,
+) -> HttpResponse {
+    let Some(principal) = principal(&services.tokens, headers) else {
+        return HttpResponse::error(
+            401,
+            "unauthorized",
+            "an operator's bearer token is required",
+        );
+    };
+    if !principal.scopes.iter().any(|s| s == OPS_SCOPE) {
+        return HttpResponse::error(
+            403,
+            "forbidden",
+            "the ops:write scope is required to start ingestion",
+        );
+    }
+    let Ok(id) = feedsafe::ids::ConnectorId::parse(connector) else {
+        return HttpResponse::error(404, "unknown_connector", "no such connector");
+    };
+    match services.pull.run_connector(&id).await {
+        Ok(report) => HttpResponse::json(202, &serde_json::to_value(&report).unwrap_or_default()),
+        Err(e) => {
+            let text = e.to_string();
+            match e {
+                feedsafe::poller::PullError::UnknownConnector(..) => {
+                    HttpResponse::error(404, "unknown_connector", &text)
+                }
+                feedsafe::poller::PullError::NotPullable { .. } => {
+                    HttpResponse::error(400, "invalid_request", &text)
+                }
+                _ => HttpResponse::error(502, "supplier_unavailable", &text),
+            }
+        }
+    }
+}

@@ -1,0 +1,526 @@
+//! The local stack: every function in-process behind faithful local event sources, on the
+//! local engines (DynamoDB Local, moto). Used by `local-stack up`, the demo and the tests.
+//!
+//! - an HTTP server on 127.0.0.1 with the API routes (bearer tokens from `tokens.json`);
+//! - an SQS poller for the ingest queue with the template's batch size and the queue's
+//!   visibility timeout, partial batch responses, and moto's redrive after `maxReceiveCount`;
+//! - a DynamoDB Streams poller feeding the projector (failed records go to the on-failure queue);
+//! - a watcher turning new object versions under `drops/` into drop notifications;
+//! - the fake supplier export API, the pull schedule and the runs sweeper.
+
+pub mod http;
+
+use anyhow::{Context, Result};
+use feedsafe::aws::dynamo::DynamoEvidenceStore;
+use feedsafe::aws::projection_table::DynamoProjectionStore;
+use feedsafe::aws::s3::S3ArtifactStore;
+use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
+use feedsafe::aws::AwsClients;
+use feedsafe::connector::ConnectorConfig;
+use feedsafe::drops::{DropService, DroppedObject, DROPS_PREFIX};
+use feedsafe::fake_supplier::{FakeSupplier, FakeSupplierHandle};
+use feedsafe::ingest::IngestService;
+use feedsafe::local::{LocalResources, StreamReader};
+use feedsafe::poller::{HttpExportSource, PullService};
+use feedsafe::ports::{NoFaults, SystemClock};
+use feedsafe::projection::Projector;
+use feedsafe::query::{Principal, QueryService};
+use feedsafe::webhook::{LocalSecretsFile, WebhookService};
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("..")
+}
+
+/// Local bearer tokens (sample values, documented in README): token -> tenant and scopes.
+pub fn load_tokens(path: &Path) -> Result<HashMap<String, Principal>> {
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        tenant: String,
+        scopes: Vec<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct File {
+        tokens: HashMap<String, Entry>,
+    }
+    let file: File = serde_json::from_slice(
+        &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+    )
+    .with_context(|| format!("parsing {}", path.display()))?;
+    file.tokens
+        .into_iter()
+        .map(|(token, e)| {
+            let tenant = feedsafe::ids::TenantId::parse(&e.tenant)?;
+            Ok((
+                token,
+                Principal {
+                    tenant,
+                    scopes: e.scopes,
+                },
+            ))
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+pub struct StackOptions {
+    /// HTTP port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Fake supplier port; 0 picks a free one.
+    pub supplier_port: u16,
+    /// Run every pull connector this often (None: only on request).
+    pub pull_every: Option<Duration>,
+    pub sweep_every: Duration,
+    /// Overrides the queue's visibility timeout for received messages (tests only; None keeps
+    /// the template's value, as Lambda's event source does).
+    pub visibility_override: Option<i32>,
+    pub tokens_file: PathBuf,
+    pub secrets_file: PathBuf,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        let local = repo_root().join("infra/local");
+        Self {
+            port: 8790,
+            supplier_port: 0,
+            pull_every: Some(Duration::from_secs(60)),
+            sweep_every: Duration::from_secs(30),
+            visibility_override: None,
+            tokens_file: local.join("tokens.json"),
+            secrets_file: local.join("secrets.json"),
+        }
+    }
+}
+
+/// Every service of the system, wired to the local resources.
+#[derive(Clone)]
+pub struct Services {
+    pub evidence: Arc<DynamoEvidenceStore>,
+    pub ingest: IngestService,
+    pub projector: Projector,
+    pub query: QueryService,
+    pub webhook: Arc<WebhookService>,
+    pub pull: Arc<PullService>,
+    pub drops: DropService,
+    pub tokens: Arc<HashMap<String, Principal>>,
+}
+
+pub struct Stack {
+    pub http: SocketAddr,
+    pub supplier: FakeSupplierHandle,
+    pub services: Services,
+    pub resources: LocalResources,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Stack {
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.http)
+    }
+
+    /// Stops every task the stack started.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+/// The template's `BatchSize` for the ingest function's SQS event (parameter default resolved).
+fn ingest_batch_size() -> i32 {
+    let Ok(spec) = feedsafe::local::read_template(&feedsafe::local::template_path()) else {
+        return 10;
+    };
+    let doc = &spec.document;
+    let size = &doc["Resources"]["IngestFunction"]["Properties"]["Events"]["Deliveries"]
+        ["Properties"]["BatchSize"];
+    let resolved = match size {
+        serde_yaml::Value::Tagged(t) => t
+            .value
+            .as_str()
+            .map(|p| doc["Parameters"][p]["Default"].clone()),
+        other => Some(other.clone()),
+    };
+    resolved
+        .and_then(|v| v.as_i64())
+        .map_or(10, |v| v.clamp(1, 10) as i32)
+}
+
+pub async fn start_stack(
+    clients: AwsClients,
+    dynamodb_endpoint: &str,
+    resources: LocalResources,
+    options: StackOptions,
+) -> Result<Stack> {
+    let evidence_table = resources.table("EvidenceTable")?.to_owned();
+    let projection_table = resources.table("ProjectionTable")?.to_owned();
+    let bucket = resources.bucket("RawBucket")?.to_owned();
+    let ingest_queue = resources.queue("IngestQueue")?.url.clone();
+    let evidence = Arc::new(DynamoEvidenceStore::new(
+        clients.dynamodb.clone(),
+        &evidence_table,
+    ));
+    let projection = Arc::new(DynamoProjectionStore::new(
+        clients.dynamodb.clone(),
+        &projection_table,
+    ));
+    let queue = Arc::new(SqsDeliveryQueue::new(clients.sqs.clone(), &ingest_queue));
+    let claims = Arc::new(S3ClaimStore::new(clients.s3.clone(), &bucket));
+    let clock = Arc::new(SystemClock);
+    let supplier = FakeSupplier::start(options.supplier_port).await?;
+    let services = Services {
+        evidence: evidence.clone(),
+        ingest: IngestService::new(
+            evidence.clone(),
+            Arc::new(S3ArtifactStore::new(clients.s3.clone(), &bucket)),
+            evidence.clone(),
+            clock.clone(),
+            Arc::new(NoFaults),
+        ),
+        projector: Projector::new(evidence.clone(), projection.clone(), evidence.clone()),
+        query: QueryService::new(evidence.clone(), projection),
+        webhook: Arc::new(WebhookService::new(
+            evidence.clone(),
+            Arc::new(LocalSecretsFile::load(&options.secrets_file)?),
+            queue.clone(),
+            claims.clone(),
+            clock.clone(),
+        )),
+        pull: Arc::new(PullService::new(
+            evidence.clone(),
+            evidence.clone(),
+            Arc::new(HttpExportSource::default()),
+            queue.clone(),
+            claims,
+            clock.clone(),
+        )),
+        drops: DropService::new(evidence.clone(), queue, clock),
+        tokens: Arc::new(load_tokens(&options.tokens_file)?),
+    };
+    let (shutdown, stopped) = watch::channel(false);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
+        .await
+        .with_context(|| format!("binding 127.0.0.1:{}", options.port))?;
+    let http = listener.local_addr()?;
+    let mut tasks = vec![tokio::spawn(http::serve(
+        listener,
+        services.clone(),
+        stopped.clone(),
+    ))];
+    tasks.push(tokio::spawn(sqs_poller(
+        clients.sqs.clone(),
+        ingest_queue,
+        services.ingest.clone(),
+        ingest_batch_size(),
+        options.visibility_override,
+        stopped.clone(),
+    )));
+    let failure_queue = resources
+        .queue("ProjectorFailureQueue")
+        .ok()
+        .map(|q| q.url.clone());
+    let stream = StreamReader::open(&clients, dynamodb_endpoint, &evidence_table).await?;
+    tasks.push(tokio::spawn(stream_poller(
+        stream,
+        services.projector.clone(),
+        clients.sqs.clone(),
+        failure_queue,
+        stopped.clone(),
+    )));
+    tasks.push(tokio::spawn(drops_watcher(
+        clients.s3.clone(),
+        bucket,
+        services.drops.clone(),
+        stopped.clone(),
+    )));
+    tasks.push(tokio::spawn(scheduler(
+        services.clone(),
+        options.pull_every,
+        options.sweep_every,
+        stopped,
+    )));
+    info!(%http, supplier = %supplier.port(), "local stack up");
+    Ok(Stack {
+        http,
+        supplier,
+        services,
+        resources,
+        shutdown,
+        tasks,
+    })
+}
+
+/// Lambda's SQS event source, locally: long-poll, hand a batch to the handler, delete what it
+/// acknowledged, leave the reported failures to reappear after the visibility timeout.
+async fn sqs_poller(
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    ingest: IngestService,
+    batch_size: i32,
+    visibility: Option<i32>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        if *stopped.borrow() {
+            return;
+        }
+        let received = tokio::select! {
+            r = sqs
+                .receive_message()
+                .queue_url(&queue_url)
+                .max_number_of_messages(batch_size)
+                .wait_time_seconds(1)
+                .set_visibility_timeout(visibility)
+                .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+                .send() => r,
+            _ = stopped.changed() => return,
+        };
+        let messages = match received {
+            Ok(out) => out.messages.unwrap_or_default(),
+            Err(e) => {
+                warn!(error = %feedsafe_error(&e), "receive failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
+        for m in &messages {
+            let mut record = aws_lambda_events::event::sqs::SqsMessage::default();
+            record.message_id = m.message_id.clone();
+            record.receipt_handle = m.receipt_handle.clone();
+            record.body = m.body.clone();
+            record.attributes = m
+                .attributes
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k.as_str().to_owned(), v))
+                .collect();
+            event.records.push(record);
+        }
+        let failed: BTreeSet<String> =
+            match feedsafe::lambda::handle_sqs_batch(&ingest, event).await {
+                Ok(response) => response
+                    .batch_item_failures
+                    .into_iter()
+                    .map(|f| f.item_identifier)
+                    .collect(),
+                // The whole batch failed: nothing is deleted, everything comes back.
+                Err(_) => messages
+                    .iter()
+                    .filter_map(|m| m.message_id.clone())
+                    .collect(),
+            };
+        for m in &messages {
+            if failed.contains(m.message_id.as_deref().unwrap_or_default()) {
+                continue;
+            }
+            if let Some(handle) = &m.receipt_handle {
+                if let Err(e) = sqs
+                    .delete_message()
+                    .queue_url(&queue_url)
+                    .receipt_handle(handle)
+                    .send()
+                    .await
+                {
+                    warn!(error = %feedsafe_error(&e), "delete failed; the message will be redelivered and replay");
+                }
+            }
+        }
+    }
+}
+
+fn feedsafe_error<E: std::error::Error>(e: &E) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Lambda's DynamoDB stream event source, locally: records in order; a record that keeps
+/// failing goes to the on-failure queue so the stream moves on.
+async fn stream_poller(
+    mut stream: StreamReader,
+    projector: Projector,
+    sqs: aws_sdk_sqs::Client,
+    failure_queue: Option<String>,
+    stopped: watch::Receiver<bool>,
+) {
+    while !*stopped.borrow() {
+        let records = match stream.poll().await {
+            Ok(records) => records,
+            Err(e) => {
+                warn!(error = %e, "stream read failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        for (name, old, new, sequence) in records {
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let result = match feedsafe::stream::classify(&name, old.clone(), new.clone()) {
+                    Ok(change) => projector.apply(&change).await,
+                    Err(e) => Err(e),
+                };
+                match result {
+                    Ok(()) => break,
+                    Err(e) if attempt < 4 => {
+                        warn!(sequence = %sequence, error = %e, "projection failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                    }
+                    Err(e) => {
+                        warn!(sequence = %sequence, error = %e, "projection gave up; record sent to the on-failure queue");
+                        if let Some(queue) = &failure_queue {
+                            let body = serde_json::json!({"sequence_number": sequence, "event_name": name, "error": e.to_string()});
+                            let _ = sqs
+                                .send_message()
+                                .queue_url(queue)
+                                .message_body(body.to_string())
+                                .send()
+                                .await;
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// S3 event notifications for `drops/`, locally: every new object version is reported once.
+async fn drops_watcher(
+    s3: aws_sdk_s3::Client,
+    bucket: String,
+    drops: DropService,
+    stopped: watch::Receiver<bool>,
+) {
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    while !*stopped.borrow() {
+        match s3
+            .list_object_versions()
+            .bucket(&bucket)
+            .prefix(DROPS_PREFIX)
+            .send()
+            .await
+        {
+            Ok(out) => {
+                for version in out.versions() {
+                    let (Some(key), Some(id)) = (version.key(), version.version_id()) else {
+                        continue;
+                    };
+                    if seen.contains(&(key.to_owned(), id.to_owned())) {
+                        continue;
+                    }
+                    let object = DroppedObject {
+                        bucket: bucket.clone(),
+                        key: key.to_owned(),
+                        version_id: Some(id.to_owned()),
+                        size: version.size().unwrap_or(0).max(0) as u64,
+                    };
+                    match drops.handle(&object).await {
+                        Ok(_) | Err(feedsafe::drops::DropError::Ignored(_)) => {
+                            seen.insert((key.to_owned(), id.to_owned()));
+                        }
+                        Err(e) => warn!(error = %e, key, "drop not enqueued; will retry"),
+                    }
+                }
+            }
+            Err(e) => warn!(error = %feedsafe_error(&e), "listing drops failed"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// EventBridge, locally: the pull schedule and the runs sweeper.
+async fn scheduler(
+    services: Services,
+    pull_every: Option<Duration>,
+    sweep_every: Duration,
+    stopped: watch::Receiver<bool>,
+) {
+    let mut last_pull = tokio::time::Instant::now();
+    let mut last_sweep = tokio::time::Instant::now();
+    while !*stopped.borrow() {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Some(every) = pull_every {
+            if last_pull.elapsed() >= every {
+                last_pull = tokio::time::Instant::now();
+                for connector in pull_connectors(&services).await {
+                    match services.pull.run_connector(&connector).await {
+                        Ok(report) => {
+                            info!(connector = %connector, run = %report.run_id, pages = report.enqueued.len(), "scheduled pull run")
+                        }
+                        Err(e) => {
+                            warn!(connector = %connector, error = %e, "scheduled pull run failed")
+                        }
+                    }
+                }
+            }
+        }
+        if last_sweep.elapsed() >= sweep_every {
+            last_sweep = tokio::time::Instant::now();
+            if let Err(e) = services
+                .evidence
+                .sweep_runs(feedsafe::timestamp::Timestamp::now())
+                .await
+            {
+                warn!(error = %e, "sweep failed");
+            }
+        }
+    }
+}
+
+/// Connectors seeded with pull settings (the local stack knows its seed file).
+async fn pull_connectors(services: &Services) -> Vec<feedsafe::ids::ConnectorId> {
+    let mut out = Vec::new();
+    for id in ["acme-eu"] {
+        if let Ok(id) = feedsafe::ids::ConnectorId::parse(id) {
+            if let Ok(Some(config)) =
+                feedsafe::ports::ConnectorDirectory::connector(services.evidence.as_ref(), &id)
+                    .await
+            {
+                if config.pull.is_some() {
+                    out.push(id);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The sample connectors, with the pull connector pointed at the fake supplier.
+pub fn sample_connectors(supplier: &FakeSupplierHandle) -> Result<Vec<ConnectorConfig>> {
+    let path = repo_root().join("infra/local/connectors.json");
+    let mut connectors: Vec<ConnectorConfig> = serde_json::from_slice(
+        &std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
+    )
+    .context("infra/local/connectors.json")?;
+    for connector in &mut connectors {
+        if let Some(pull) = &mut connector.pull {
+            pull.export_url = supplier.url(connector.connector.as_str());
+        }
+    }
+    Ok(connectors)
+}

@@ -1,0 +1,186 @@
+//! File drops: an object created under `drops/{connector}/` in the raw bucket becomes one
+//! delivery whose identity is the file name plus the object version. The body is not copied:
+//! the envelope's claim check points at that exact object version.
+
+use crate::envelope::{BodyRef, DeliveryEnvelope};
+use crate::hashing::sha256_hex;
+use crate::ids::{ConnectorId, DeliveryKey, IdentityStrength, SourceDeliveryId};
+use crate::intake::{DeliveryQueue, QueueError};
+use crate::ports::{Clock, ConnectorDirectory, StoreError};
+use std::sync::Arc;
+use tracing::{info, warn};
+
+pub const DROPS_PREFIX: &str = "drops/";
+
+/// One created object, as an S3 event notification (or the local watcher) reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedObject {
+    pub bucket: String,
+    /// URL-decoded object key.
+    pub key: String,
+    pub version_id: Option<String>,
+    pub size: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DropError {
+    /// Not a drop of a configured connector: nothing to ingest (logged, not retried).
+    #[error("{0}")]
+    Ignored(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+#[derive(Clone)]
+pub struct DropService {
+    connectors: Arc<dyn ConnectorDirectory>,
+    queue: Arc<dyn DeliveryQueue>,
+    clock: Arc<dyn Clock>,
+}
+
+impl DropService {
+    pub fn new(
+        connectors: Arc<dyn ConnectorDirectory>,
+        queue: Arc<dyn DeliveryQueue>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            connectors,
+            queue,
+            clock,
+        }
+    }
+
+    /// Enqueues the delivery for one dropped file; returns its delivery key.
+    pub async fn handle(&self, object: &DroppedObject) -> Result<DeliveryKey, DropError> {
+        let rest = object.key.strip_prefix(DROPS_PREFIX).ok_or_else(|| {
+            DropError::Ignored(format!("{} is not under {DROPS_PREFIX}", object.key))
+        })?;
+        let (connector, file) = rest
+            .split_once('/')
+            .filter(|(c, f)| !c.is_empty() && !f.is_empty())
+            .ok_or_else(|| {
+                DropError::Ignored(format!(
+                    "{} is not drops/{{connector}}/{{file}}",
+                    object.key
+                ))
+            })?;
+        let connector =
+            ConnectorId::parse(connector).map_err(|e| DropError::Ignored(e.to_string()))?;
+        let config = self
+            .connectors
+            .connector(&connector)
+            .await?
+            .ok_or_else(|| {
+                DropError::Ignored(format!("no connector {connector} for drop {}", object.key))
+            })?;
+        let version = object.version_id.clone().unwrap_or_else(|| "null".into());
+        // File name plus version; a name that is not a valid id is named by its digest.
+        let id = SourceDeliveryId::parse(&format!("{file}@{version}"))
+            .or_else(|_| {
+                SourceDeliveryId::parse(&format!(
+                    "file-{}@{version}",
+                    &sha256_hex(file.as_bytes())[..32]
+                ))
+            })
+            .map_err(|e| DropError::Ignored(format!("drop {}: {e}", object.key)))?;
+        let key = DeliveryKey::new(
+            config.tenant.clone(),
+            connector,
+            config.source_account.clone(),
+            id,
+            IdentityStrength::Source,
+        );
+        let mut envelope = DeliveryEnvelope::inline(
+            &key,
+            "file_version",
+            self.clock.now(),
+            config.payload_format.content_type(),
+            None,
+            &[],
+        );
+        envelope.body = BodyRef::S3 {
+            bucket: object.bucket.clone(),
+            key: object.key.clone(),
+            version_id: object.version_id.clone(),
+            size: object.size,
+        };
+        self.queue.enqueue(&envelope).await?;
+        info!(delivery_key = %key, "file drop enqueued");
+        Ok(key)
+    }
+}
+
+/// The drops function: every record of an S3 event notification. An object that is not a drop
+/// of a configured connector is logged and skipped; a queue failure fails the invocation (S3
+/// retries the notification).
+pub async fn handle_s3_event(
+    service: &DropService,
+    event: aws_lambda_events::event::s3::S3Event,
+) -> Result<Vec<String>, DropError> {
+    let mut keys = Vec::new();
+    for record in event.records {
+        let bucket = record.s3.bucket.name.clone().unwrap_or_default();
+        let object = record.s3.object;
+        let key = object
+            .url_decoded_key
+            .clone()
+            .or_else(|| object.key.as_deref().map(url_decode))
+            .unwrap_or_default();
+        let dropped = DroppedObject {
+            bucket,
+            key,
+            version_id: object.version_id.clone(),
+            size: object.size.unwrap_or(0).max(0) as u64,
+        };
+        match service.handle(&dropped).await {
+            Ok(key) => keys.push(key.as_string()),
+            Err(DropError::Ignored(why)) => warn!(reason = %why, "object skipped"),
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(keys)
+}
+
+/// S3 event keys are URL-encoded with `+` for spaces.
+fn url_decode(text: &str) -> String {
+    fn hex(b: u8) -> Option<u8> {
+        (b as char).to_digit(16).map(|d| d as u8)
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'+', _, _) => out.push(b' '),
+            (b'%', Some(high), Some(low)) => {
+                out.push(high * 16 + low);
+                i += 2;
+            }
+            (b, _, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_decode;
+
+    #[test]
+    fn decodes_s3_event_keys() {
+        assert_eq!(
+            url_decode("drops/acme-eu/price+list%202026.csv"),
+            "drops/acme-eu/price list 2026.csv"
+        );
+        assert_eq!(url_decode("100%"), "100%");
+        assert_eq!(url_decode("%zz"), "%zz");
+    }
+}

@@ -1,0 +1,67 @@
+//! What every producer (webhook, poller, file drops) shares: building the delivery envelope
+//! (inline, or through an S3 claim check when the body is large) and handing it to the ingest
+//! queue. A producer acknowledges its source only after `DeliveryQueue::enqueue` succeeded.
+
+use crate::envelope::{BodyRef, DeliveryEnvelope, RunPage, MAX_INLINE_BODY_BYTES};
+use crate::hashing::sha256_hex;
+use crate::ids::DeliveryKey;
+use crate::timestamp::Timestamp;
+use async_trait::async_trait;
+
+#[derive(Debug, thiserror::Error)]
+#[error("ingest queue unavailable: {0:#}")]
+pub struct QueueError(pub anyhow::Error);
+
+#[async_trait]
+pub trait DeliveryQueue: Send + Sync {
+    /// Durably enqueues the envelope; `Ok` only once the queue accepted it.
+    async fn enqueue(&self, envelope: &DeliveryEnvelope) -> Result<(), QueueError>;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredClaim {
+    pub bucket: String,
+    pub key: String,
+    pub version_id: Option<String>,
+}
+
+#[async_trait]
+pub trait ClaimStore: Send + Sync {
+    /// Stores a body too large to travel inline and says where it is.
+    async fn put_claim(
+        &self,
+        key: &str,
+        body: &[u8],
+        content_type: &str,
+    ) -> Result<StoredClaim, QueueError>;
+}
+
+/// The envelope for `body`: inline up to `MAX_INLINE_BODY_BYTES`, else a claim check under
+/// `claims/{tenant}/{connector}/{sha256}`.
+pub async fn envelope_for(
+    key: &DeliveryKey,
+    basis: &str,
+    retrieved_at: Timestamp,
+    content_type: &str,
+    run: Option<RunPage>,
+    body: &[u8],
+    claims: &dyn ClaimStore,
+) -> Result<DeliveryEnvelope, QueueError> {
+    let mut envelope = DeliveryEnvelope::inline(key, basis, retrieved_at, content_type, run, body);
+    if body.len() > MAX_INLINE_BODY_BYTES {
+        let claim_key = format!(
+            "claims/{}/{}/{}",
+            key.tenant,
+            key.connector,
+            sha256_hex(body)
+        );
+        let stored = claims.put_claim(&claim_key, body, content_type).await?;
+        envelope.body = BodyRef::S3 {
+            bucket: stored.bucket,
+            key: stored.key,
+            version_id: stored.version_id,
+            size: body.len() as u64,
+        };
+    }
+    Ok(envelope)
+}

@@ -1,0 +1,1303 @@
+//! Signed webhook intake: `POST /v1/webhooks/{connector}` with Standard Webhooks signatures.
+//!
+//! The request is checked in a fixed order (connector, size, headers, timestamp, signature,
+//! content type, JSON), its delivery identity is taken from the strongest id the source gives
+//! (CloudEvents `source` + `id`, else the `webhook-id` header, else a documented fallback), and
+//! the envelope is put on the ingest queue. The caller gets `202` only once the queue accepted
+//! it; deduplication happens at ingest, so a redelivery is enqueued again under the same key.
+//!
+//! Secrets, signatures and bodies are never logged.
+
+use crate::connector::{ConnectorConfig, IdentityRule, PayloadFormat};
+use crate::hashing::{base64_decode, base64_encode, sha256_hex};
+use crate::http::HttpResponse;
+use crate::ids::{ConnectorId, DeliveryKey, IdentityStrength, SourceDeliveryId};
+use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
+use crate::ports::{Clock, ConnectorDirectory, StoreError};
+use async_trait::async_trait;
+use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{json, Value};
+use sha2::Sha256;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tracing::{error, info, warn};
+
+/// Accepted distance between `webhook-timestamp` and our clock, either way.
+pub const TIMESTAMP_TOLERANCE_SECONDS: i64 = 300;
+/// How long `SecretsManagerSecrets` reuses a connector's secrets.
+pub const SECRETS_CACHE_TTL: Duration = Duration::from_secs(60);
+/// Longest `content-type` header carried into the envelope (the envelope's own limit).
+const MAX_CONTENT_TYPE_LEN: usize = 128;
+const WHSEC_PREFIX: &str = "whsec_";
+
+type HmacSha256 = Hmac<Sha256>;
+
+// ---------------------------------------------------------------------------------------------
+// Secrets
+// ---------------------------------------------------------------------------------------------
+
+/// One signing key. Its `Debug` never shows the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SigningSecret(Vec<u8>);
+
+/// Why a secret string was refused. Never carries the secret itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error("signing secret is empty")]
+    Empty,
+    #[error("signing secret has the whsec_ prefix but is not valid base64")]
+    InvalidBase64,
+}
+
+impl SigningSecret {
+    /// `whsec_<base64 key>` (Standard Webhooks), otherwise the string's own bytes.
+    pub fn parse(text: &str) -> Result<Self, SecretError> {
+        let key = match text.strip_prefix(WHSEC_PREFIX) {
+            Some(encoded) => base64_decode(encoded).ok_or(SecretError::InvalidBase64)?,
+            None => text.as_bytes().to_vec(),
+        };
+        Self::from_bytes(key)
+    }
+
+    pub fn from_bytes(key: Vec<u8>) -> Result<Self, SecretError> {
+        if key.is_empty() {
+            return Err(SecretError::Empty);
+        }
+        Ok(Self(key))
+    }
+
+    fn mac(&self) -> HmacSha256 {
+        // HMAC takes keys of any length; the key is never empty.
+        HmacSha256::new_from_slice(&self.0).expect("HMAC accepts keys of any length")
+    }
+}
+
+impl fmt::Debug for SigningSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SigningSecret(redacted)")
+    }
+}
+
+/// The HMAC input of Standard Webhooks: `{id}.{timestamp}.{body}`.
+fn signed_mac(secret: &SigningSecret, id: &str, timestamp: &str, body: &[u8]) -> HmacSha256 {
+    let mut mac = secret.mac();
+    mac.update(id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp.as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    mac
+}
+
+/// The `webhook-signature` entry for this request: `v1,<base64 HMAC-SHA256>`. For tests, the
+/// local demo and suppliers' sample code.
+pub fn sign(secret: &SigningSecret, id: &str, timestamp: i64, body: &[u8]) -> String {
+    let tag = signed_mac(secret, id, &timestamp.to_string(), body)
+        .finalize()
+        .into_bytes();
+    format!("v1,{}", base64_encode(&tag))
+}
+
+/// True when any `v1,` entry of `header` is a valid signature under any of `secrets`.
+/// Comparison is constant-time (`verify_slice`); other versions are ignored.
+fn signature_matches(
+    secrets: &[SigningSecret],
+    header: &str,
+    id: &str,
+    timestamp: &str,
+    body: &[u8],
+) -> bool {
+    let candidates: Vec<Vec<u8>> = header
+        .split_ascii_whitespace()
+        .filter_map(|entry| entry.split_once(','))
+        .filter(|(version, _)| *version == "v1")
+        .filter_map(|(_, encoded)| base64_decode(encoded))
+        .collect();
+    if candidates.is_empty() {
+        return false;
+    }
+    let mut matched = false;
+    for secret in secrets {
+        let mac = signed_mac(secret, id, timestamp, body);
+        for candidate in &candidates {
+            // No early exit: the work done does not depend on which entry matched.
+            matched |= mac.clone().verify_slice(candidate).is_ok();
+        }
+    }
+    matched
+}
+
+/// Where a connector's active signing secrets come from. During rotation several are active.
+#[async_trait]
+pub trait SigningSecrets: Send + Sync {
+    /// The connector's active secrets; empty when it has none.
+    async fn active_secrets(
+        &self,
+        connector: &ConnectorId,
+    ) -> Result<Vec<SigningSecret>, StoreError>;
+}
+
+/// Why a secrets file could not be loaded. Never carries secret values.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretsFileError {
+    #[error("cannot read signing secrets file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("signing secrets file is not a JSON object of connector -> [secret, ...] (line {line}, column {column})")]
+    Shape { line: usize, column: usize },
+    #[error("signing secrets file names an invalid connector: {0}")]
+    Connector(crate::ids::IdError),
+    #[error("signing secret #{index} of connector {connector} is invalid: {reason}")]
+    Secret {
+        connector: String,
+        index: usize,
+        reason: SecretError,
+    },
+}
+
+/// Secrets from a local JSON file `{"<connector>": ["whsec_...", ...]}`, read once.
+#[derive(Debug, Clone, Default)]
+pub struct LocalSecretsFile {
+    secrets: HashMap<ConnectorId, Vec<SigningSecret>>,
+}
+
+impl LocalSecretsFile {
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, SecretsFileError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| SecretsFileError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_json(&text)
+    }
+
+    pub fn from_json(text: &str) -> Result<Self, SecretsFileError> {
+        // serde_json's error message may quote input; only its position is reported.
+        let raw: HashMap<String, Vec<String>> =
+            serde_json::from_str(text).map_err(|e| SecretsFileError::Shape {
+                line: e.line(),
+                column: e.column(),
+            })?;
+        let mut secrets = HashMap::new();
+        for (connector, values) in raw {
+            let id = ConnectorId::parse(&connector).map_err(SecretsFileError::Connector)?;
+            let parsed = values
+                .iter()
+                .enumerate()
+                .map(|(index, value)| {
+                    SigningSecret::parse(value).map_err(|reason| SecretsFileError::Secret {
+                        connector: connector.clone(),
+                        index,
+                        reason,
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            secrets.insert(id, parsed);
+        }
+        Ok(Self { secrets })
+    }
+
+    pub fn from_map(secrets: HashMap<ConnectorId, Vec<SigningSecret>>) -> Self {
+        Self { secrets }
+    }
+}
+
+#[async_trait]
+impl SigningSecrets for LocalSecretsFile {
+    async fn active_secrets(
+        &self,
+        connector: &ConnectorId,
+    ) -> Result<Vec<SigningSecret>, StoreError> {
+        Ok(self.secrets.get(connector).cloned().unwrap_or_default())
+    }
+}
+
+/// Secrets in AWS Secrets Manager: the secret `{prefix}{connector}` holds a JSON array of secret
+/// strings (`["whsec_...", ...]`, several during rotation). Values are reused for 60 s; a
+/// missing secret means the connector has no active secret.
+pub struct SecretsManagerSecrets {
+    client: aws_sdk_secretsmanager::Client,
+    prefix: String,
+    ttl: Duration,
+    cache: Mutex<HashMap<ConnectorId, (Instant, Vec<SigningSecret>)>>,
+}
+
+impl SecretsManagerSecrets {
+    pub fn new(client: aws_sdk_secretsmanager::Client, prefix: impl Into<String>) -> Self {
+        Self {
+            client,
+            prefix: prefix.into(),
+            ttl: SECRETS_CACHE_TTL,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A client from the standard AWS environment (Lambda role, `AWS_ENDPOINT_URL_*`), with the
+    /// same HTTP client as `AwsClients`.
+    pub async fn from_env(prefix: impl Into<String>) -> Self {
+        let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .http_client(crate::aws::http_client())
+            .load()
+            .await;
+        Self::new(aws_sdk_secretsmanager::Client::new(&shared), prefix)
+    }
+
+    fn cached(&self, connector: &ConnectorId) -> Option<Vec<SigningSecret>> {
+        let cache = self.cache.lock().ok()?;
+        let (at, secrets) = cache.get(connector)?;
+        (at.elapsed() < self.ttl).then(|| secrets.clone())
+    }
+
+    async fn fetch(&self, connector: &ConnectorId) -> Result<Vec<SigningSecret>, StoreError> {
+        let name = format!("{}{}", self.prefix, connector);
+        let output = match self.client.get_secret_value().secret_id(&name).send().await {
+            Ok(output) => output,
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
+            {
+                return Ok(Vec::new())
+            }
+            Err(e) => {
+                return Err(StoreError::Unavailable(
+                    anyhow::Error::new(e).context(format!("get secret {name}")),
+                ))
+            }
+        };
+        let text = output
+            .secret_string()
+            .ok_or_else(|| StoreError::Invariant(format!("secret {name} has no SecretString")))?;
+        let values: Vec<String> = serde_json::from_str(text).map_err(|_| {
+            StoreError::Invariant(format!(
+                "secret {name} is not a JSON array of signing secret strings"
+            ))
+        })?;
+        values
+            .iter()
+            .enumerate()
+            .map(|(index, value)| {
+                SigningSecret::parse(value).map_err(|reason| {
+                    StoreError::Invariant(format!("secret {name} entry #{index}: {reason}"))
+                })
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl SigningSecrets for SecretsManagerSecrets {
+    async fn active_secrets(
+        &self,
+        connector: &ConnectorId,
+    ) -> Result<Vec<SigningSecret>, StoreError> {
+        if let Some(secrets) = self.cached(connector) {
+            return Ok(secrets);
+        }
+        let secrets = self.fetch(connector).await?;
+        // Only hits are cached: a secret created a moment ago must not be refused for 60 s.
+        if !secrets.is_empty() {
+            if let Ok(mut cache) = self.cache.lock() {
+                cache.insert(connector.clone(), (Instant::now(), secrets.clone()));
+            }
+        }
+        Ok(secrets)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The service
+// ---------------------------------------------------------------------------------------------
+
+/// One webhook request, independent of the transport.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookRequest {
+    /// The `{connector}` path segment, unvalidated.
+    pub connector: String,
+    /// Header names in lower case.
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl fmt::Debug for WebhookRequest {
+    // Headers carry the signature and the body is supplier data: neither is printed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookRequest")
+            .field("connector", &self.connector)
+            .field("body_bytes", &self.body.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A refusal: HTTP status, stable code and a message with no internals.
+struct Refusal {
+    status: u16,
+    code: &'static str,
+    message: &'static str,
+}
+
+const fn refuse(status: u16, code: &'static str, message: &'static str) -> Refusal {
+    Refusal {
+        status,
+        code,
+        message,
+    }
+}
+
+const UNAVAILABLE: Refusal = refuse(
+    503,
+    "unavailable",
+    "the delivery could not be accepted right now; retry later",
+);
+const INVALID_SIGNATURE: Refusal = refuse(
+    401,
+    "invalid_signature",
+    "webhook-id, webhook-timestamp and a valid v1 webhook-signature are required",
+);
+
+pub struct WebhookService {
+    connectors: Arc<dyn ConnectorDirectory>,
+    secrets: Arc<dyn SigningSecrets>,
+    queue: Arc<dyn DeliveryQueue>,
+    claims: Arc<dyn ClaimStore>,
+    clock: Arc<dyn Clock>,
+}
+
+/// The delivery identity chosen for a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    id: SourceDeliveryId,
+    strength: IdentityStrength,
+    basis: &'static str,
+}
+
+impl WebhookService {
+    pub fn new(
+        connectors: Arc<dyn ConnectorDirectory>,
+        secrets: Arc<dyn SigningSecrets>,
+        queue: Arc<dyn DeliveryQueue>,
+        claims: Arc<dyn ClaimStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            connectors,
+            secrets,
+            queue,
+            claims,
+            clock,
+        }
+    }
+
+    /// Verifies, identifies and enqueues one delivery. `202 {"delivery_key", "status":
+    /// "accepted"}` once the queue accepted it; otherwise `{"error": {"code", "message"}}`.
+    pub async fn handle(&self, request: WebhookRequest) -> HttpResponse {
+        let connector_label = ConnectorId::parse(&request.connector)
+            .map(|c| c.to_string())
+            .unwrap_or_else(|_| "<invalid>".to_owned());
+        match self.accept(&request).await {
+            Ok(key) => {
+                info!(connector = %connector_label, delivery_key = %key, outcome = "accepted", "webhook accepted");
+                HttpResponse::json(
+                    202,
+                    &json!({"delivery_key": key.as_string(), "status": "accepted"}),
+                )
+            }
+            Err(refusal) => {
+                if refusal.status >= 500 {
+                    warn!(connector = %connector_label, outcome = refusal.code, "webhook not accepted");
+                } else {
+                    info!(connector = %connector_label, outcome = refusal.code, "webhook refused");
+                }
+                HttpResponse::error(refusal.status, refusal.code, refusal.message)
+            }
+        }
+    }
+
+    async fn accept(&self, request: &WebhookRequest) -> Result<DeliveryKey, Refusal> {
+        const UNKNOWN: Refusal = refuse(404, "unknown_connector", "no such webhook connector");
+        let connector_id = ConnectorId::parse(&request.connector).map_err(|_| UNKNOWN)?;
+        let config = match self.connectors.connector(&connector_id).await {
+            Ok(Some(config)) => config,
+            Ok(None) => return Err(UNKNOWN),
+            Err(e) => {
+                error!(connector = %connector_id, error = %e, "connector lookup failed");
+                return Err(UNAVAILABLE);
+            }
+        };
+
+        if request.body.len() as u64 > config.max_body_bytes {
+            return Err(refuse(
+                413,
+                "payload_too_large",
+                "the body exceeds the connector's size limit",
+            ));
+        }
+
+        let header = |name: &str| {
+            request
+                .headers
+                .get(name)
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+        };
+        let (Some(webhook_id), Some(timestamp), Some(signature)) = (
+            header("webhook-id"),
+            header("webhook-timestamp"),
+            header("webhook-signature"),
+        ) else {
+            return Err(INVALID_SIGNATURE);
+        };
+
+        const STALE: Refusal = refuse(
+            401,
+            "stale_timestamp",
+            "webhook-timestamp must be unix seconds within 5 minutes of now",
+        );
+        let sent_at: i64 = timestamp.parse().map_err(|_| STALE)?;
+        let now = self.clock.now();
+        let skew = now
+            .unix_seconds()
+            .checked_sub(sent_at)
+            .map(i64::unsigned_abs)
+            .ok_or(STALE)?;
+        if skew > TIMESTAMP_TOLERANCE_SECONDS.unsigned_abs() {
+            return Err(STALE);
+        }
+
+        let secrets = self
+            .secrets
+            .active_secrets(&connector_id)
+            .await
+            .map_err(|e| {
+                // StoreError messages name the secret, never its value.
+                error!(connector = %connector_id, error = %e, "signing secrets unavailable");
+                UNAVAILABLE
+            })?;
+        if secrets.is_empty() {
+            warn!(connector = %connector_id, "connector has no active signing secret");
+        }
+        if !signature_matches(&secrets, signature, webhook_id, timestamp, &request.body) {
+            return Err(INVALID_SIGNATURE);
+        }
+
+        let content_type = header("content-type").unwrap_or_default();
+        let document = if is_json_format(config.payload_format) {
+            if !is_json_content_type(content_type) {
+                return Err(refuse(
+                    400,
+                    "invalid_payload",
+                    "content-type must be application/json or application/*+json",
+                ));
+            }
+            let document: Value = serde_json::from_slice(&request.body)
+                .map_err(|_| refuse(400, "invalid_payload", "the body is not valid JSON"))?;
+            Some(document)
+        } else {
+            if !is_envelope_content_type(content_type) {
+                return Err(refuse(
+                    400,
+                    "invalid_payload",
+                    "a content-type header of at most 128 printable characters is required",
+                ));
+            }
+            None
+        };
+
+        let identity = identify(&config, webhook_id, document.as_ref(), &request.body);
+        let key = DeliveryKey::new(
+            config.tenant.clone(),
+            config.connector.clone(),
+            config.source_account.clone(),
+            identity.id,
+            identity.strength,
+        );
+        let envelope = envelope_for(
+            &key,
+            identity.basis,
+            now,
+            content_type,
+            None,
+            &request.body,
+            self.claims.as_ref(),
+        )
+        .await
+        .map_err(|e| {
+            error!(connector = %connector_id, delivery_key = %key, error = %e, "claim check failed");
+            UNAVAILABLE
+        })?;
+        self.queue.enqueue(&envelope).await.map_err(|e| {
+            error!(connector = %connector_id, delivery_key = %key, error = %e, "enqueue failed");
+            UNAVAILABLE
+        })?;
+        Ok(key)
+    }
+}
+
+/// Formats whose bodies must be JSON (checked here, so a malformed one is refused at the door).
+fn is_json_format(format: PayloadFormat) -> bool {
+    match format {
+        PayloadFormat::AcmeExportV1 | PayloadFormat::CloudEventsOffersV1 => true,
+        PayloadFormat::CsvOffersV1 => false,
+    }
+}
+
+/// Printable ASCII and short enough to travel in the envelope.
+fn is_envelope_content_type(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_CONTENT_TYPE_LEN
+        && value.chars().all(|c| c.is_ascii_graphic() || c == ' ')
+}
+
+/// `application/json` or `application/*+json`, parameters allowed.
+fn is_json_content_type(value: &str) -> bool {
+    if !is_envelope_content_type(value) {
+        return false;
+    }
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match essence.strip_prefix("application/") {
+        Some("json") => true,
+        Some(subtype) => subtype
+            .strip_suffix("+json")
+            .is_some_and(|name| !name.is_empty() && !name.contains('/')),
+        None => false,
+    }
+}
+
+/// The strongest identity the request gives: CloudEvents `source` + `id` (unless the connector
+/// names deliveries by `webhook-id` only), then the `webhook-id` header, then the fallback.
+fn identify(
+    config: &ConnectorConfig,
+    webhook_id: &str,
+    document: Option<&Value>,
+    body: &[u8],
+) -> Identity {
+    if config.identity_rule != IdentityRule::WebhookId {
+        if let Some((source, id)) = document.and_then(cloud_event_id) {
+            let id = SourceDeliveryId::parse(&format!("{source}/{id}")).unwrap_or_else(|_| {
+                // Spaces, non-ASCII or over 512 characters: a digest of the same two fields.
+                digest_id("ce-", &format!("{source}\n{id}"))
+            });
+            return Identity {
+                id,
+                strength: IdentityStrength::Source,
+                basis: "cloudevents",
+            };
+        }
+    }
+    if let Ok(id) = SourceDeliveryId::parse(webhook_id) {
+        return Identity {
+            id,
+            strength: IdentityStrength::Source,
+            basis: "webhook_id",
+        };
+    }
+    let fallback = format!(
+        "{}\n/v1/webhooks/{}\n{}",
+        config.source_account,
+        config.connector,
+        sha256_hex(body)
+    );
+    Identity {
+        id: digest_id("fb-", &fallback),
+        strength: IdentityStrength::Fallback,
+        basis: "fallback",
+    }
+}
+
+/// `source` and `id` of a CloudEvents structured-mode document (`specversion` present).
+fn cloud_event_id(document: &Value) -> Option<(&str, &str)> {
+    let object = document.as_object()?;
+    object.get("specversion")?;
+    let source = object.get("source")?.as_str().filter(|s| !s.is_empty())?;
+    let id = object.get("id")?.as_str().filter(|s| !s.is_empty())?;
+    Some((source, id))
+}
+
+fn digest_id(prefix: &str, text: &str) -> SourceDeliveryId {
+    // A prefix plus 64 hex digits is always a valid source delivery id.
+    SourceDeliveryId::parse(&format!("{prefix}{}", sha256_hex(text.as_bytes())))
+        .expect("a hex digest is a valid source delivery id")
+}
+
+// ---------------------------------------------------------------------------------------------
+// API Gateway (HTTP API, payload 2.0)
+// ---------------------------------------------------------------------------------------------
+
+/// The webhook function: API Gateway HTTP API (payload 2.0) -> `WebhookService` -> JSON.
+pub async fn handle_apigw_webhook(
+    service: &WebhookService,
+    request: ApiGatewayV2httpRequest,
+) -> ApiGatewayV2httpResponse {
+    let response = match webhook_request_from_apigw(request) {
+        Ok(request) => service.handle(request).await,
+        Err(response) => response,
+    };
+    apigw_response(response)
+}
+
+fn webhook_request_from_apigw(
+    request: ApiGatewayV2httpRequest,
+) -> Result<WebhookRequest, HttpResponse> {
+    if request.request_context.http.method != aws_lambda_events::http::Method::POST {
+        return Err(HttpResponse::error(
+            405,
+            "method_not_allowed",
+            "webhooks accept POST only",
+        ));
+    }
+    let connector = request
+        .path_parameters
+        .get("connector")
+        .cloned()
+        .or_else(|| {
+            request
+                .raw_path
+                .as_deref()
+                .and_then(|p| p.strip_prefix("/v1/webhooks/"))
+                .map(|c| c.trim_end_matches('/'))
+                .filter(|c| !c.is_empty() && !c.contains('/'))
+                .map(str::to_owned)
+        })
+        .ok_or_else(|| HttpResponse::error(404, "not_found", "no such route"))?;
+
+    let mut headers: HashMap<String, String> = HashMap::new();
+    for (name, value) in &request.headers {
+        let Ok(value) = value.to_str() else { continue };
+        let name = name.as_str().to_ascii_lowercase();
+        // Signature lists are space-separated; other repeated headers join with commas.
+        let separator = if name == "webhook-signature" {
+            " "
+        } else {
+            ", "
+        };
+        headers
+            .entry(name)
+            .and_modify(|existing| {
+                existing.push_str(separator);
+                existing.push_str(value);
+            })
+            .or_insert_with(|| value.to_owned());
+    }
+
+    let body = match request.body {
+        None => Vec::new(),
+        Some(text) if request.is_base64_encoded => base64_decode(&text).ok_or_else(|| {
+            HttpResponse::error(400, "invalid_payload", "the body could not be decoded")
+        })?,
+        Some(text) => text.into_bytes(),
+    };
+    Ok(WebhookRequest {
+        connector,
+        headers,
+        body,
+    })
+}
+
+fn apigw_response(response: HttpResponse) -> ApiGatewayV2httpResponse {
+    let mut out = ApiGatewayV2httpResponse::default();
+    out.status_code = i64::from(response.status);
+    out.headers.insert(
+        aws_lambda_events::http::header::CONTENT_TYPE,
+        aws_lambda_events::http::HeaderValue::from_static("application/json"),
+    );
+    out.body = Some(aws_lambda_events::encodings::Body::Text(response.body));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connector::{Publication, DEFAULT_HORIZON_DAYS, DEFAULT_MAX_BODY_BYTES};
+    use crate::envelope::{BodyRef, DeliveryEnvelope};
+    use crate::fingerprint::CanonicalizationRule;
+    use crate::ids::{SourceAccount, TenantId};
+    use crate::intake::{QueueError, StoredClaim};
+    use crate::timestamp::Timestamp;
+
+    const NOW: i64 = 1_796_025_600; // 2026-11-30T08:00:00Z
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const OTHER_SECRET: &str = "whsec_c2Vjb25kLXNlY3JldC1rZXktZm9yLXJvdGF0aW9u";
+
+    #[derive(Default)]
+    struct VecQueue {
+        sent: Mutex<Vec<DeliveryEnvelope>>,
+        fail: bool,
+    }
+
+    #[async_trait]
+    impl DeliveryQueue for VecQueue {
+        async fn enqueue(&self, envelope: &DeliveryEnvelope) -> Result<(), QueueError> {
+            if self.fail {
+                return Err(QueueError(anyhow::anyhow!(
+                    "https://sqs.internal/123456789012/ingest: throttled"
+                )));
+            }
+            self.sent.lock().unwrap().push(envelope.clone());
+            Ok(())
+        }
+    }
+
+    #[derive(Default)]
+    struct MemoryClaims {
+        stored: Mutex<HashMap<String, Vec<u8>>>,
+    }
+
+    #[async_trait]
+    impl ClaimStore for MemoryClaims {
+        async fn put_claim(
+            &self,
+            key: &str,
+            body: &[u8],
+            _content_type: &str,
+        ) -> Result<StoredClaim, QueueError> {
+            self.stored
+                .lock()
+                .unwrap()
+                .insert(key.to_owned(), body.to_vec());
+            Ok(StoredClaim {
+                bucket: "raw".to_owned(),
+                key: key.to_owned(),
+                version_id: None,
+            })
+        }
+    }
+
+    struct FixedClock(i64);
+
+    impl Clock for FixedClock {
+        fn now(&self) -> Timestamp {
+            Timestamp::from_unix_seconds(self.0).unwrap()
+        }
+    }
+
+    struct MapConnectors(HashMap<ConnectorId, ConnectorConfig>);
+
+    #[async_trait]
+    impl ConnectorDirectory for MapConnectors {
+        async fn connector(&self, id: &ConnectorId) -> Result<Option<ConnectorConfig>, StoreError> {
+            Ok(self.0.get(id).cloned())
+        }
+    }
+
+    fn acme_events() -> ConnectorConfig {
+        ConnectorConfig {
+            connector: ConnectorId::parse("acme-events").unwrap(),
+            tenant: TenantId::parse("demo").unwrap(),
+            source_account: SourceAccount::parse("ACC-1").unwrap(),
+            payload_format: PayloadFormat::CloudEventsOffersV1,
+            identity_rule: IdentityRule::CloudEventsSourceId,
+            canonicalization: CanonicalizationRule::JsonV1,
+            horizon_days: DEFAULT_HORIZON_DAYS,
+            publication: Publication::PerPage,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            pull: None,
+        }
+    }
+
+    struct Harness {
+        service: WebhookService,
+        queue: Arc<VecQueue>,
+        claims: Arc<MemoryClaims>,
+    }
+
+    fn harness_with(config: ConnectorConfig, secrets: &[&str], queue: VecQueue) -> Harness {
+        let id = config.connector.clone();
+        let connectors = MapConnectors(HashMap::from([(id.clone(), config)]));
+        let secrets = LocalSecretsFile::from_map(HashMap::from([(
+            id,
+            secrets
+                .iter()
+                .map(|s| SigningSecret::parse(s).unwrap())
+                .collect(),
+        )]));
+        let queue = Arc::new(queue);
+        let claims = Arc::new(MemoryClaims::default());
+        Harness {
+            service: WebhookService::new(
+                Arc::new(connectors),
+                Arc::new(secrets),
+                queue.clone(),
+                claims.clone(),
+                Arc::new(FixedClock(NOW)),
+            ),
+            queue,
+            claims,
+        }
+    }
+
+    fn harness(secrets: &[&str]) -> Harness {
+        harness_with(acme_events(), secrets, VecQueue::default())
+    }
+
+    fn cloud_event(id: &str) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "specversion": "1.0",
+            "type": "com.acme.offers.updated",
+            "source": "urn:acme:events",
+            "id": id,
+            "time": "2026-11-29T08:00:00Z",
+            "datacontenttype": "application/json",
+            "data": {"offers": [{"sku": "AX-440-R2", "quantity": 6, "unit": "each",
+                "price": "820.00", "currency": "EUR", "observed_at": "2026-11-29T08:00:00Z"}]}
+        }))
+        .unwrap()
+    }
+
+    fn request_with(
+        body: &[u8],
+        webhook_id: &str,
+        timestamp: i64,
+        signature: &str,
+        content_type: &str,
+    ) -> WebhookRequest {
+        WebhookRequest {
+            connector: "acme-events".to_owned(),
+            headers: HashMap::from([
+                ("webhook-id".to_owned(), webhook_id.to_owned()),
+                ("webhook-timestamp".to_owned(), timestamp.to_string()),
+                ("webhook-signature".to_owned(), signature.to_owned()),
+                ("content-type".to_owned(), content_type.to_owned()),
+            ]),
+            body: body.to_vec(),
+        }
+    }
+
+    fn signed(secret: &str, body: &[u8]) -> WebhookRequest {
+        let signature = sign(&SigningSecret::parse(secret).unwrap(), "msg_1", NOW, body);
+        request_with(body, "msg_1", NOW, &signature, "application/json")
+    }
+
+    fn error_code(response: &HttpResponse) -> String {
+        let body: Value = serde_json::from_str(&response.body).unwrap();
+        body["error"]["code"].as_str().unwrap().to_owned()
+    }
+
+    fn sent(h: &Harness) -> Vec<DeliveryEnvelope> {
+        h.queue.sent.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn a_valid_signature_enqueues_one_envelope_with_the_cloudevents_identity() {
+        let h = harness(&[SECRET]);
+        let body = cloud_event("evt-1");
+        let response = h.service.handle(signed(SECRET, &body)).await;
+        assert_eq!(response.status, 202, "{}", response.body);
+        let reply: Value = serde_json::from_str(&response.body).unwrap();
+        assert_eq!(
+            reply,
+            json!({"delivery_key": "demo/acme-events/ACC-1/urn:acme:events/evt-1", "status": "accepted"})
+        );
+        let sent = sent(&h);
+        assert_eq!(sent.len(), 1);
+        let envelope = &sent[0];
+        assert_eq!(envelope.delivery.id.as_str(), "urn:acme:events/evt-1");
+        assert_eq!(envelope.delivery.strength, IdentityStrength::Source);
+        assert_eq!(envelope.delivery.basis, "cloudevents");
+        assert_eq!(envelope.tenant.as_str(), "demo");
+        assert_eq!(envelope.source_account.as_str(), "ACC-1");
+        assert_eq!(envelope.content_type, "application/json");
+        assert_eq!(envelope.retrieved_at.unix_seconds(), NOW);
+        assert_eq!(
+            envelope.body,
+            BodyRef::Inline {
+                base64: base64_encode(&body)
+            }
+        );
+        // The envelope is one ingest accepts.
+        assert_eq!(
+            DeliveryEnvelope::parse(envelope.to_json().as_bytes()).unwrap(),
+            *envelope
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bad_signature_is_refused() {
+        let h = harness(&[SECRET]);
+        let body = cloud_event("evt-1");
+        let mut request = signed(SECRET, &body);
+        request.body = cloud_event("evt-2");
+        let response = h.service.handle(request).await;
+        assert_eq!(response.status, 401);
+        assert_eq!(error_code(&response), "invalid_signature");
+
+        let response = h.service.handle(signed(OTHER_SECRET, &body)).await;
+        assert_eq!(response.status, 401);
+        assert_eq!(error_code(&response), "invalid_signature");
+        assert!(sent(&h).is_empty());
+    }
+
+    #[tokio::test]
+    async fn missing_headers_are_an_invalid_signature() {
+        let h = harness(&[SECRET]);
+        for header in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
+            let mut request = signed(SECRET, &cloud_event("evt-1"));
+            request.headers.remove(header);
+            let response = h.service.handle(request).await;
+            assert_eq!(response.status, 401, "{header}");
+            assert_eq!(error_code(&response), "invalid_signature", "{header}");
+        }
+        assert!(sent(&h).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_timestamp_six_minutes_old_or_ahead_is_stale() {
+        let h = harness(&[SECRET]);
+        let body = cloud_event("evt-1");
+        let secret = SigningSecret::parse(SECRET).unwrap();
+        for sent_at in [NOW - 360, NOW + 360] {
+            let signature = sign(&secret, "msg_1", sent_at, &body);
+            let request = request_with(&body, "msg_1", sent_at, &signature, "application/json");
+            let response = h.service.handle(request).await;
+            assert_eq!(response.status, 401);
+            assert_eq!(error_code(&response), "stale_timestamp");
+        }
+        let mut request = signed(SECRET, &body);
+        request
+            .headers
+            .insert("webhook-timestamp".to_owned(), "yesterday".to_owned());
+        assert_eq!(
+            error_code(&h.service.handle(request).await),
+            "stale_timestamp"
+        );
+        // Just inside the tolerance passes.
+        let signature = sign(&secret, "msg_1", NOW - 299, &body);
+        let request = request_with(&body, "msg_1", NOW - 299, &signature, "application/json");
+        assert_eq!(h.service.handle(request).await.status, 202);
+    }
+
+    #[tokio::test]
+    async fn during_rotation_either_active_secret_passes() {
+        let h = harness(&[SECRET, OTHER_SECRET]);
+        for (n, secret) in [SECRET, OTHER_SECRET].into_iter().enumerate() {
+            let response = h
+                .service
+                .handle(signed(secret, &cloud_event(&format!("evt-{n}"))))
+                .await;
+            assert_eq!(response.status, 202, "{}", response.body);
+        }
+        assert_eq!(sent(&h).len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_wrong_v1_entry_before_the_right_one_passes() {
+        let h = harness(&[SECRET]);
+        let body = cloud_event("evt-1");
+        let right = sign(&SigningSecret::parse(SECRET).unwrap(), "msg_1", NOW, &body);
+        let wrong = sign(
+            &SigningSecret::parse(OTHER_SECRET).unwrap(),
+            "msg_1",
+            NOW,
+            &body,
+        );
+        let header = format!("v2,{} {wrong} v1,not-base64!! {right}", &right[3..]);
+        let request = request_with(&body, "msg_1", NOW, &header, "application/json");
+        let response = h.service.handle(request).await;
+        assert_eq!(response.status, 202, "{}", response.body);
+
+        // The right tag under another version label is ignored.
+        let header = format!("v2,{}", &right[3..]);
+        let request = request_with(&body, "msg_1", NOW, &header, "application/json");
+        assert_eq!(
+            error_code(&h.service.handle(request).await),
+            "invalid_signature"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_oversized_body_is_refused_before_anything_else() {
+        let mut config = acme_events();
+        config.max_body_bytes = 64;
+        let h = harness_with(config, &[SECRET], VecQueue::default());
+        let mut request = signed(SECRET, &cloud_event("evt-1"));
+        request.headers.clear();
+        let response = h.service.handle(request).await;
+        assert_eq!(response.status, 413);
+        assert_eq!(error_code(&response), "payload_too_large");
+        assert!(sent(&h).is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unknown_connector_is_404() {
+        let h = harness(&[SECRET]);
+        for name in ["nope", "Not A Connector"] {
+            let mut request = signed(SECRET, &cloud_event("evt-1"));
+            request.connector = name.to_owned();
+            let response = h.service.handle(request).await;
+            assert_eq!(response.status, 404);
+            assert_eq!(error_code(&response), "unknown_connector");
+        }
+    }
+
+    #[tokio::test]
+    async fn content_type_must_be_json() {
+        let h = harness(&[SECRET]);
+        let body = cloud_event("evt-1");
+        let signature = sign(&SigningSecret::parse(SECRET).unwrap(), "msg_1", NOW, &body);
+        for bad in ["text/plain", "application/xml", "application/+json", ""] {
+            let request = request_with(&body, "msg_1", NOW, &signature, bad);
+            let response = h.service.handle(request).await;
+            assert_eq!(response.status, 400, "{bad}");
+            assert_eq!(error_code(&response), "invalid_payload", "{bad}");
+        }
+        assert!(sent(&h).is_empty());
+        for good in [
+            "application/json; charset=utf-8",
+            "application/cloudevents+json",
+            "Application/JSON",
+        ] {
+            let request = request_with(&body, "msg_1", NOW, &signature, good);
+            assert_eq!(h.service.handle(request).await.status, 202, "{good}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_json_is_invalid_payload() {
+        let h = harness(&[SECRET]);
+        let response = h.service.handle(signed(SECRET, b"{not json")).await;
+        assert_eq!(response.status, 400);
+        assert_eq!(error_code(&response), "invalid_payload");
+    }
+
+    #[tokio::test]
+    async fn the_same_event_three_times_is_enqueued_three_times_under_one_key() {
+        let h = harness(&[SECRET]);
+        let body = cloud_event("evt-7");
+        for attempt in 0..3 {
+            // Suppliers re-sign each attempt with a fresh timestamp.
+            let at = NOW - attempt * 60;
+            let signature = sign(&SigningSecret::parse(SECRET).unwrap(), "msg_7", at, &body);
+            let request = request_with(&body, "msg_7", at, &signature, "application/json");
+            assert_eq!(h.service.handle(request).await.status, 202);
+        }
+        let keys: Vec<String> = sent(&h)
+            .iter()
+            .map(|e| e.delivery_key().as_string())
+            .collect();
+        assert_eq!(keys.len(), 3);
+        assert!(keys
+            .iter()
+            .all(|k| k == "demo/acme-events/ACC-1/urn:acme:events/evt-7"));
+    }
+
+    #[tokio::test]
+    async fn identity_falls_back_from_cloudevents_to_webhook_id_to_fallback() {
+        let h = harness(&[SECRET]);
+        let secret = SigningSecret::parse(SECRET).unwrap();
+        let send = |body: Vec<u8>, webhook_id: &str| {
+            let signature = sign(&secret, webhook_id, NOW, &body);
+            request_with(&body, webhook_id, NOW, &signature, "application/json")
+        };
+
+        // A CloudEvent whose source/id is not a valid delivery id: a ce- digest.
+        let odd = serde_json::to_vec(
+            &json!({"specversion": "1.0", "source": "urn:acme events", "id": "e 1", "data": {}}),
+        )
+        .unwrap();
+        assert_eq!(h.service.handle(send(odd, "msg_1")).await.status, 202);
+        // Not a CloudEvent: the webhook-id header.
+        let plain = br#"{"offers": []}"#.to_vec();
+        assert_eq!(
+            h.service.handle(send(plain.clone(), "msg_2")).await.status,
+            202
+        );
+        // No usable webhook-id either: the fallback.
+        assert_eq!(
+            h.service.handle(send(plain.clone(), "msg 3")).await.status,
+            202
+        );
+
+        let sent = sent(&h);
+        let expected_ce = format!("ce-{}", sha256_hex(b"urn:acme events\ne 1"));
+        assert_eq!(sent[0].delivery.id.as_str(), expected_ce);
+        assert_eq!(sent[0].delivery.basis, "cloudevents");
+        assert_eq!(sent[0].delivery.strength, IdentityStrength::Source);
+        assert_eq!(sent[1].delivery.id.as_str(), "msg_2");
+        assert_eq!(sent[1].delivery.basis, "webhook_id");
+        assert_eq!(sent[1].delivery.strength, IdentityStrength::Source);
+        let expected_fb = format!(
+            "fb-{}",
+            sha256_hex(
+                format!("ACC-1\n/v1/webhooks/acme-events\n{}", sha256_hex(&plain)).as_bytes()
+            )
+        );
+        assert_eq!(sent[2].delivery.id.as_str(), expected_fb);
+        assert_eq!(sent[2].delivery.basis, "fallback");
+        assert_eq!(sent[2].delivery.strength, IdentityStrength::Fallback);
+    }
+
+    #[tokio::test]
+    async fn a_webhook_id_connector_ignores_cloudevents_fields() {
+        let mut config = acme_events();
+        config.identity_rule = IdentityRule::WebhookId;
+        let h = harness_with(config, &[SECRET], VecQueue::default());
+        assert_eq!(
+            h.service
+                .handle(signed(SECRET, &cloud_event("evt-1")))
+                .await
+                .status,
+            202
+        );
+        assert_eq!(sent(&h)[0].delivery.id.as_str(), "msg_1");
+        assert_eq!(sent(&h)[0].delivery.basis, "webhook_id");
+    }
+
+    #[tokio::test]
+    async fn a_csv_connector_takes_any_content_type_and_names_deliveries_by_webhook_id() {
+        let mut config = acme_events();
+        config.payload_format = PayloadFormat::CsvOffersV1;
+        let h = harness_with(config, &[SECRET], VecQueue::default());
+        let body = b"sku,quantity,unit,price,currency,observed_at\nAX-440-R2,6,each,820.00,EUR,2026-11-29T08:00:00Z\n";
+        let signature = sign(&SigningSecret::parse(SECRET).unwrap(), "msg_c", NOW, body);
+        let request = request_with(body, "msg_c", NOW, &signature, "text/csv");
+        let response = h.service.handle(request).await;
+        assert_eq!(response.status, 202, "{}", response.body);
+        assert_eq!(sent(&h)[0].delivery.id.as_str(), "msg_c");
+        assert_eq!(sent(&h)[0].content_type, "text/csv");
+        let request = request_with(body, "msg_c", NOW, &signature, "");
+        assert_eq!(
+            error_code(&h.service.handle(request).await),
+            "invalid_payload"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_queue_failure_is_503_without_internals() {
+        let queue = VecQueue {
+            fail: true,
+            ..VecQueue::default()
+        };
+        let h = harness_with(acme_events(), &[SECRET], queue);
+        let response = h
+            .service
+            .handle(signed(SECRET, &cloud_event("evt-1")))
+            .await;
+        assert_eq!(response.status, 503);
+        assert_eq!(error_code(&response), "unavailable");
+        assert!(!response.body.contains("sqs"), "{}", response.body);
+    }
+
+    #[tokio::test]
+    async fn a_large_body_travels_as_a_claim_check() {
+        let h = harness(&[SECRET]);
+        let padding = "x".repeat(crate::envelope::MAX_INLINE_BODY_BYTES);
+        let body = serde_json::to_vec(&json!({
+            "specversion": "1.0", "source": "urn:acme:events", "id": "big", "data": {"pad": padding}
+        }))
+        .unwrap();
+        assert_eq!(h.service.handle(signed(SECRET, &body)).await.status, 202);
+        let sent = sent(&h);
+        let BodyRef::S3 { key, size, .. } = &sent[0].body else {
+            panic!("expected a claim check, got {:?}", sent[0].body);
+        };
+        assert_eq!(*size, body.len() as u64);
+        assert_eq!(h.claims.stored.lock().unwrap()[key], body);
+    }
+
+    #[test]
+    fn secret_debug_does_not_show_the_key() {
+        let secret = SigningSecret::parse("whsec_c2VjcmV0LWtleS1ieXRlcw==").unwrap();
+        let shown = format!("{secret:?}");
+        assert_eq!(shown, "SigningSecret(redacted)");
+        assert!(!shown.contains("c2Vj") && !shown.contains("secret-key"));
+        let raw = SigningSecret::parse("plain-secret").unwrap();
+        assert!(!format!("{raw:?}").contains("plain"));
+    }
+
+    #[test]
+    fn secrets_parse_whsec_base64_or_raw_bytes_and_reject_empty() {
+        assert_eq!(
+            SigningSecret::parse("whsec_aGVsbG8=").unwrap(),
+            SigningSecret::from_bytes(b"hello".to_vec()).unwrap()
+        );
+        assert_eq!(
+            SigningSecret::parse("hello").unwrap(),
+            SigningSecret::from_bytes(b"hello".to_vec()).unwrap()
+        );
+        assert_eq!(SigningSecret::parse(""), Err(SecretError::Empty));
+        assert_eq!(SigningSecret::parse("whsec_"), Err(SecretError::Empty));
+        assert_eq!(
+            SigningSecret::parse("whsec_!!!"),
+            Err(SecretError::InvalidBase64)
+        );
+    }
+
+    #[test]
+    fn sign_matches_the_standard_webhooks_reference_vector() {
+        // From the Standard Webhooks specification's reference libraries.
+        let secret = SigningSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let signature = sign(
+            &secret,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            1_614_265_330,
+            br#"{"test": 2432232314}"#,
+        );
+        assert_eq!(signature, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    }
+
+    #[tokio::test]
+    async fn a_local_secrets_file_loads_connectors_and_keeps_values_out_of_errors() {
+        let file = LocalSecretsFile::from_json(
+            r#"{"acme-events": ["whsec_aGVsbG8=", "raw-secret"], "acme-eu": []}"#,
+        )
+        .unwrap();
+        let secrets = file
+            .active_secrets(&ConnectorId::parse("acme-events").unwrap())
+            .await
+            .unwrap();
+        assert_eq!(secrets.len(), 2);
+        assert!(file
+            .active_secrets(&ConnectorId::parse("other").unwrap())
+            .await
+            .unwrap()
+            .is_empty());
+
+        let err = LocalSecretsFile::from_json(r#"{"acme-events": ["whsec_!!hidden!!"]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("hidden"), "{err}");
+        let err = LocalSecretsFile::from_json(r#"{"acme-events": "whsec_hidden"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("hidden"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_apigw_adapter_decodes_the_request() {
+        let h = harness(&[SECRET]);
+        let body = cloud_event("evt-9");
+        let signature = sign(&SigningSecret::parse(SECRET).unwrap(), "msg_9", NOW, &body);
+        let event = json!({
+            "version": "2.0",
+            "routeKey": "POST /v1/webhooks/{connector}",
+            "rawPath": "/v1/webhooks/acme-events",
+            "headers": {
+                "Webhook-Id": "msg_9",
+                "webhook-timestamp": NOW.to_string(),
+                "webhook-signature": signature,
+                "content-type": "application/cloudevents+json"
+            },
+            "requestContext": {"http": {"method": "POST", "path": "/v1/webhooks/acme-events"}},
+            "body": base64_encode(&body),
+            "isBase64Encoded": true
+        });
+        let request: ApiGatewayV2httpRequest = serde_json::from_value(event).unwrap();
+        let response = handle_apigw_webhook(&h.service, request).await;
+        assert_eq!(response.status_code, 202);
+        assert_eq!(
+            response.headers.get("content-type").unwrap(),
+            "application/json"
+        );
+        assert_eq!(sent(&h).len(), 1);
+        assert_eq!(sent(&h)[0].delivery.id.as_str(), "urn:acme:events/evt-9");
+    }
+}

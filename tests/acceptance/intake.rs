@@ -1,0 +1,506 @@
+//! Intake through the running local stack: signed webhooks, pull runs against the fake supplier,
+//! file drops, and the fidelity of the local event sources.
+
+use acceptance::*;
+use feedsafe::drops::DroppedObject;
+use feedsafe::webhook::{sign, SigningSecret};
+use local_stack::{sample_connectors, start_stack, Stack, StackOptions};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const READER: &str = "local-reader-demo-token";
+const OPERATOR: &str = "local-operator-demo-token";
+const SECRET: &str = "whsec_bG9jYWwtc2FtcGxlLXNlY3JldC1ub3QtZm9yLXByb2R1Y3Rpb24=";
+const ROTATED: &str = "whsec_bG9jYWwtcm90YXRlZC1zZWNyZXQtbm90LWZvci1wcm9kdWN0aW9u";
+
+async fn stack(env: &TestEnv) -> Stack {
+    let (dynamodb, _) = engine_endpoints();
+    let options = StackOptions {
+        port: 0,
+        supplier_port: 0,
+        pull_every: None,
+        sweep_every: Duration::from_secs(3600),
+        visibility_override: Some(1),
+        ..StackOptions::default()
+    };
+    let stack = start_stack(
+        env.clients.clone(),
+        &dynamodb,
+        env.resources.clone(),
+        options,
+    )
+    .await
+    .expect("stack starts");
+    for connector in sample_connectors(&stack.supplier).unwrap() {
+        env.seed(&connector).await;
+    }
+    stack
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// (status, JSON body) of a request, run off the async runtime.
+async fn call(
+    method: &'static str,
+    url: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    tokio::task::spawn_blocking(move || {
+        let agent = agent();
+        let mut response = if method == "GET" {
+            let mut request = agent.get(&url);
+            for (k, v) in &headers {
+                request = request.header(k, v);
+            }
+            request.call()
+        } else {
+            let mut request = agent.post(&url);
+            for (k, v) in &headers {
+                request = request.header(k, v);
+            }
+            request.send(&body[..])
+        }
+        .expect("request sent");
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+fn cloud_event(id: &str, quantity: u64) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "specversion": "1.0", "id": id, "source": "urn:acme:events", "type": "offer.snapshot",
+        "time": "2026-11-29T08:00:00Z",
+        "data": {"offers": [{"sku": "EV-1", "quantity": quantity, "unit": "each", "price": "12.00", "currency": "EUR"}]}
+    }))
+    .unwrap()
+}
+
+fn signed_headers(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> Vec<(String, String)> {
+    let secret = SigningSecret::parse(secret).unwrap();
+    vec![
+        ("content-type".into(), "application/json".into()),
+        ("webhook-id".into(), id.into()),
+        ("webhook-timestamp".into(), timestamp.to_string()),
+        (
+            "webhook-signature".into(),
+            sign(&secret, id, timestamp, body),
+        ),
+    ]
+}
+
+async fn wait_until<F, Fut>(what: &str, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if probe().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn history(stack: &Stack, item: &str) -> Vec<Value> {
+    let (_, body) = call(
+        "GET",
+        format!("{}/v1/items/{item}/observations", stack.base_url()),
+        vec![("authorization".into(), format!("Bearer {READER}"))],
+        vec![],
+    )
+    .await;
+    body["observations"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn signed_webhooks_are_accepted_verified_and_deduplicated() {
+    let env = spawn_env(true).await;
+    let stack = stack(&env).await;
+    let url = format!("{}/v1/webhooks/acme-events", stack.base_url());
+    let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+
+    // Valid signature -> 202, then a committed observation readable through the query route.
+    let body = cloud_event("evt-1", 6);
+    let (status, accepted) = call(
+        "POST",
+        url.clone(),
+        signed_headers(SECRET, "msg-1", now, &body),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+    assert_eq!(accepted["status"], "accepted");
+    let key = accepted["delivery_key"].as_str().unwrap().to_owned();
+    assert_eq!(key, "demo/acme-events/ACME-EVT/urn:acme:events/evt-1");
+    let offers_url = format!("{}/v1/items/EV-1/offers", stack.base_url());
+    wait_until("the webhook's observation to be readable", || {
+        let url = offers_url.clone();
+        async move {
+            let (_, body) = call(
+                "GET",
+                url,
+                vec![("authorization".into(), format!("Bearer {READER}"))],
+                vec![],
+            )
+            .await;
+            body["offers"]
+                .as_array()
+                .is_some_and(|o| o.len() == 1 && o[0]["quantity"] == 6)
+        }
+    })
+    .await;
+
+    // The same event delivered twice more (supplier retries, new webhook-ids) -> one set.
+    for attempt in 2..=3 {
+        let (status, again) = call(
+            "POST",
+            url.clone(),
+            signed_headers(SECRET, &format!("msg-1-retry-{attempt}"), now, &body),
+            body.clone(),
+        )
+        .await;
+        assert_eq!(status, 202);
+        assert_eq!(again["delivery_key"], key.as_str());
+    }
+    wait_until("both retries to be replayed", || {
+        let store = env.store.clone();
+        let key = key.clone();
+        async move {
+            store
+                .replay_record(&key)
+                .await
+                .unwrap()
+                .is_some_and(|r| r.attempts == 3)
+        }
+    })
+    .await;
+    assert_eq!(
+        history(&stack, "EV-1").await.len(),
+        1,
+        "one observation set"
+    );
+
+    // Rotation: the old and the new secret are both accepted.
+    let rotated = cloud_event("evt-2", 2);
+    let (status, _) = call(
+        "POST",
+        url.clone(),
+        signed_headers(ROTATED, "msg-2", now, &rotated),
+        rotated,
+    )
+    .await;
+    assert_eq!(status, 202);
+
+    // Refusals with stable codes.
+    let (status, err) = call(
+        "POST",
+        url.clone(),
+        signed_headers("whsec_d3Jvbmcta2V5", "msg-3", now, &body),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (401, Some("invalid_signature"))
+    );
+    let (status, err) = call(
+        "POST",
+        url.clone(),
+        signed_headers(SECRET, "msg-4", now - 360, &body),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (401, Some("stale_timestamp"))
+    );
+    let big = vec![b' '; 1_100_000];
+    let (status, err) = call(
+        "POST",
+        url.clone(),
+        signed_headers(SECRET, "msg-5", now, &big),
+        big,
+    )
+    .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (413, Some("payload_too_large"))
+    );
+    let (status, err) = call(
+        "POST",
+        format!("{}/v1/webhooks/nobody", stack.base_url()),
+        signed_headers(SECRET, "msg-6", now, &body),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (404, Some("unknown_connector"))
+    );
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repeated_pull_run_after_a_lost_response_duplicates_nothing_and_a_failing_page_leaves_the_run_incomplete(
+) {
+    let env = spawn_env(true).await;
+    let stack = stack(&env).await;
+    let pages = vec![
+        vec![
+            json!({"sku": "PL-1", "quantity": 1, "unit": "each", "price": "1.00", "currency": "EUR", "observed_at": "2026-11-29T08:00:00Z"}),
+        ],
+        vec![
+            json!({"sku": "PL-2", "quantity": 2, "unit": "each", "price": "2.00", "currency": "EUR", "observed_at": "2026-11-29T08:00:00Z"}),
+        ],
+        vec![
+            json!({"sku": "PL-3", "quantity": 3, "unit": "each", "price": "3.00", "currency": "EUR", "observed_at": "2026-11-29T08:00:00Z"}),
+        ],
+    ];
+    stack.supplier.set_export("acme-eu", "EXP-5000", pages);
+    // The response for page 2 is lost (more often than the poller retries within one run).
+    stack.supplier.lose_response("acme-eu", 2, 3);
+    let runs = format!("{}/v1/connectors/acme-eu/runs", stack.base_url());
+    let operator = vec![("authorization".to_owned(), format!("Bearer {OPERATOR}"))];
+    let (status, first) = call("POST", runs.clone(), operator.clone(), vec![]).await;
+    assert_eq!(status, 202, "{first}");
+    assert_eq!(
+        first["failed"].as_array().unwrap().len(),
+        1,
+        "page 2 lost in the first run: {first}"
+    );
+    // The run is repeated.
+    let (status, second) = call("POST", runs.clone(), operator.clone(), vec![]).await;
+    assert_eq!(status, 202, "{second}");
+    assert_eq!(
+        second["run_id"], first["run_id"],
+        "the same export resumes the same run"
+    );
+    let committed = |n: u32| {
+        let store = env.store.clone();
+        async move {
+            store
+                .replay_record(&format!("demo/acme-eu/ACC-1/EXP-5000/{n}"))
+                .await
+                .unwrap()
+                .is_some()
+        }
+    };
+    wait_until("all three pages", || async {
+        committed(1).await && committed(2).await && committed(3).await
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for sku in ["PL-1", "PL-2", "PL-3"] {
+        assert_eq!(
+            history(&stack, sku).await.len(),
+            1,
+            "{sku}: no duplicate observation"
+        );
+    }
+    let run = env
+        .store
+        .run(first["run_id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(run.all_pages_committed());
+
+    // A page that keeps failing leaves its run INCOMPLETE with that page named.
+    stack
+        .supplier
+        .set_export("acme-eu", "EXP-5001", vec![vec![], vec![], vec![]]);
+    stack.supplier.fail_page("acme-eu", 3, u32::MAX);
+    let (status, report) = call("POST", runs, operator, vec![]).await;
+    assert_eq!(status, 202);
+    assert_eq!(report["failed"][0][0], 3, "{report}");
+    let run_id = report["run_id"].as_str().unwrap().to_owned();
+    wait_until("pages 1 and 2 of EXP-5001", || async {
+        env.store
+            .run(&run_id)
+            .await
+            .unwrap()
+            .is_some_and(|r| r.pages_committed.len() == 2)
+    })
+    .await;
+    let swept = env
+        .store
+        .sweep_runs(feedsafe::timestamp::Timestamp::now().plus_seconds(3600))
+        .await
+        .unwrap();
+    assert!(swept.iter().any(|r| r.run_id.as_str() == run_id));
+    let run = env.store.run(&run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, Some(feedsafe::model::RunStatus::Incomplete));
+    assert_eq!(run.missing_pages, vec![3]);
+    // Reads never start ingestion; only the operator may.
+    let (status, _) = call(
+        "POST",
+        format!("{}/v1/connectors/acme-eu/runs", stack.base_url()),
+        vec![("authorization".into(), format!("Bearer {READER}"))],
+        vec![],
+    )
+    .await;
+    assert_eq!(status, 403);
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_sqs_source_redelivers_only_failed_messages_and_dead_letters_after_max_receives()
+{
+    let env = spawn_env(true).await;
+    let stack = stack(&env).await;
+    let acme = sample_connectors(&stack.supplier)
+        .unwrap()
+        .into_iter()
+        .find(|c| c.connector.as_str() == "acme-eu")
+        .unwrap();
+    let good = page_envelope(
+        &acme,
+        "EXP-G",
+        1,
+        1,
+        &export_page(
+            "EXP-G",
+            1,
+            1,
+            vec![offer("GOOD-1", 1, "1.00", "2026-11-29T08:00:00Z")],
+        ),
+    );
+    // A claim check pointing at an object that does not exist: a transient failure every time.
+    let mut bad: feedsafe::envelope::DeliveryEnvelope =
+        serde_json::from_slice(&plain_envelope(&acme, "EXP-B/1", b"{}")).unwrap();
+    bad.body = feedsafe::envelope::BodyRef::S3 {
+        bucket: env.bucket.clone(),
+        key: "claims/missing".into(),
+        version_id: None,
+        size: 10,
+    };
+    env.send("IngestQueue", &good).await;
+    env.send("IngestQueue", bad.to_json().as_bytes()).await;
+    wait_until("the failing message to reach the DLQ", || async {
+        env.queue_depth("IngestDLQ").await.0 == 1
+    })
+    .await;
+    let record = env
+        .replay("demo/acme-eu/ACC-1/EXP-G/1")
+        .await
+        .expect("the good message committed");
+    assert_eq!(
+        record.attempts, 1,
+        "the acknowledged message was not redelivered"
+    );
+    let dlq = env.resources.queue("IngestDLQ").unwrap().url.clone();
+    let dead = env
+        .clients
+        .sqs
+        .receive_message()
+        .queue_url(&dlq)
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+        .send()
+        .await
+        .unwrap();
+    let message = dead.messages.unwrap_or_default().remove(0);
+    assert!(message.body().unwrap().contains("EXP-B/1"));
+    let receives: u32 = message
+        .attributes()
+        .and_then(|a| {
+            a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        receives >= 5,
+        "received {receives} times before dead-lettering (maxReceiveCount 5)"
+    );
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_dropped_twice_with_one_version_is_one_delivery_and_a_new_version_is_another() {
+    let env = spawn_env(true).await;
+    let stack = stack(&env).await;
+    let csv = b"sku,quantity,unit,price,currency,observed_at\nFD-1,5,each,3.20,EUR,2026-11-29T08:00:00Z\n".to_vec();
+    let put = |body: Vec<u8>| {
+        let s3 = env.clients.s3.clone();
+        let bucket = env.bucket.clone();
+        async move {
+            s3.put_object()
+                .bucket(bucket)
+                .key("drops/acme-files/prices.csv")
+                .body(body.into())
+                .send()
+                .await
+                .unwrap()
+                .version_id
+                .unwrap()
+        }
+    };
+    let v1 = put(csv.clone()).await;
+    let key_v1 = format!("demo/acme-files/ACC-FILES/prices.csv@{v1}");
+    wait_until("the dropped file's delivery", || async {
+        env.replay(&key_v1).await.is_some()
+    })
+    .await;
+    // The same notification again (S3 delivers at least once): same identity, a replay.
+    let object = DroppedObject {
+        bucket: env.bucket.clone(),
+        key: "drops/acme-files/prices.csv".into(),
+        version_id: Some(v1.clone()),
+        size: csv.len() as u64,
+    };
+    let again = stack.services.drops.handle(&object).await.unwrap();
+    assert_eq!(again.as_string(), key_v1);
+    wait_until("the second notification to replay", || async {
+        env.replay(&key_v1).await.is_some_and(|r| r.attempts == 2)
+    })
+    .await;
+    assert_eq!(history(&stack, "FD-1").await.len(), 1, "one delivery");
+
+    // A new version of the file is a new delivery.
+    let v2 = put(csv.clone()).await;
+    assert_ne!(v1, v2);
+    let key_v2 = format!("demo/acme-files/ACC-FILES/prices.csv@{v2}");
+    wait_until("the new version's delivery", || async {
+        env.replay(&key_v2).await.is_some()
+    })
+    .await;
+    wait_until("two observations in history", || async {
+        history(&stack, "FD-1").await.len() == 2
+    })
+    .await;
+
+    // JSON files work too (an export page dropped for the pull connector).
+    let page = export_page(
+        "EXP-FILE",
+        1,
+        1,
+        vec![offer("FD-2", 1, "1.00", "2026-11-29T08:00:00Z")],
+    );
+    env.clients
+        .s3
+        .put_object()
+        .bucket(&env.bucket)
+        .key("drops/acme-eu/export-1.json")
+        .body(page.into())
+        .send()
+        .await
+        .unwrap();
+    wait_until("the JSON drop", || async {
+        history(&stack, "FD-2").await.len() == 1
+    })
+    .await;
+    stack.stop().await;
+}
