@@ -85,6 +85,8 @@ pub struct StackOptions {
     pub visibility_override: Option<i32>,
     pub tokens_file: PathBuf,
     pub secrets_file: PathBuf,
+    /// Seed `infra/local/connectors.json` before the server answers.
+    pub seed_samples: bool,
 }
 
 impl Default for StackOptions {
@@ -98,6 +100,7 @@ impl Default for StackOptions {
             visibility_override: None,
             tokens_file: local.join("tokens.json"),
             secrets_file: local.join("secrets.json"),
+            seed_samples: true,
         }
     }
 }
@@ -210,6 +213,11 @@ pub async fn start_stack(
         drops: DropService::new(evidence.clone(), queue, clock),
         tokens: Arc::new(load_tokens(&options.tokens_file)?),
     };
+    if options.seed_samples {
+        for connector in sample_connectors(&supplier)? {
+            evidence.put_connector(&connector).await?;
+        }
+    }
     let (shutdown, stopped) = watch::channel(false);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
         .await

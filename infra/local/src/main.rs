@@ -8,7 +8,7 @@ use feedsafe::aws::AwsClients;
 use feedsafe::local::{
     create_resources, read_template, template_path, CreateOptions, LocalResources,
 };
-use local_stack::{repo_root, sample_connectors, start_stack, StackOptions};
+use local_stack::{repo_root, start_stack, StackOptions};
 
 fn endpoint(key: &str) -> Result<String> {
     std::env::var(key).with_context(|| {
@@ -95,9 +95,6 @@ async fn up() -> Result<()> {
         ..StackOptions::default()
     };
     let stack = start_stack(clients.clone(), &dynamodb, created.clone(), options.clone()).await?;
-    for connector in sample_connectors(&stack.supplier)? {
-        stack.services.evidence.put_connector(&connector).await?;
-    }
     demo::seed_first_export(&stack.supplier);
     let tokens = local_stack::load_tokens(&options.tokens_file)?;
     let mut token_names: Vec<(String, Vec<String>)> =
