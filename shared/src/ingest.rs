@@ -171,6 +171,8 @@ struct Delivery {
     fingerprint: Fingerprint,
     rows: Vec<NormalizedRow>,
     now: Timestamp,
+    /// Per-attempt randomness for transaction tokens.
+    nonce: u64,
 }
 
 enum Step {
@@ -311,6 +313,7 @@ impl IngestService {
             fingerprint,
             rows,
             now: self.clock.now(),
+            nonce: attempt_nonce(),
         })
     }
 
@@ -536,7 +539,7 @@ impl IngestService {
         };
         let observations = self.observations(&record, &d.rows);
         let chunk = ChunkWrite {
-            token: transaction_token(&record, 0, d.now),
+            token: transaction_token(&record, 0, d.nonce),
             replay: ReplayAction::Create {
                 record: Box::new(record.clone()),
                 replacing: replacing.as_ref().map(|old| ReplacedRecord {
@@ -590,7 +593,7 @@ impl IngestService {
             let last = chunk_index + 1 == record.chunks_total;
             let rows_of_chunk = plan[chunk_index as usize].clone();
             let chunk = ChunkWrite {
-                token: transaction_token(&record, chunk_index, d.now),
+                token: transaction_token(&record, chunk_index, d.nonce),
                 replay: ReplayAction::Advance {
                     delivery_key: record.delivery_key.clone(),
                     fingerprint: record.fingerprint.clone(),
@@ -853,23 +856,33 @@ pub fn artifact_key(key: &DeliveryKey, payload_sha256: &str) -> String {
     )
 }
 
-/// Derived from (delivery, fingerprint, epoch, chunk) and this attempt's start: the SDK's own
-/// retry of a lost response reuses it and is absorbed by DynamoDB instead of running twice.
-/// Another attempt gets another token, because its items carry other timestamps, and a reused
-/// token with other parameters would be refused (`IdempotentParameterMismatch`) for 10 minutes;
-/// across attempts the replay-record conditions already decide.
-fn transaction_token(record: &ReplayRecord, chunk: u32, attempt_started: Timestamp) -> String {
+/// Derived from (delivery, fingerprint, epoch, chunk) and this attempt's random nonce: the
+/// SDK's own retry of a lost response reuses it and is absorbed by DynamoDB instead of running
+/// twice. Every attempt gets its own token: two concurrent attempts with identical items (same
+/// clock reading) would otherwise share one, and DynamoDB would report the loser's transaction
+/// as a success it never ran; a reused token with other parameters would be refused for 10
+/// minutes. Across attempts the replay-record conditions decide.
+fn transaction_token(record: &ReplayRecord, chunk: u32, attempt_nonce: u64) -> String {
     let digest = sha256(
         format!(
-            "tx\n{}\n{}\n{}\n{chunk}\n{}",
-            record.delivery_key,
-            record.fingerprint,
-            record.epoch,
-            attempt_started.sort_key()
+            "tx\n{}\n{}\n{}\n{chunk}\n{attempt_nonce}",
+            record.delivery_key, record.fingerprint, record.epoch
         )
         .as_bytes(),
     );
     hex(&digest[..16])
+}
+
+/// A random value per attempt (std's per-instance randomly keyed hasher).
+fn attempt_nonce() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish()
 }
 
 fn run_page(record: &ReplayRecord, at: Timestamp) -> Option<RunPageUpdate> {

@@ -462,6 +462,21 @@ impl Projector {
     }
 }
 
+impl Projector {
+    /// Recomputes every row of every listed item (from `DynamoEvidenceStore::observed_items`).
+    pub async fn rebuild_all(
+        &self,
+        items: impl IntoIterator<Item = (TenantId, String)>,
+    ) -> Result<usize, StoreError> {
+        let mut rows = 0;
+        for (tenant, item) in items {
+            rows += self.rebuild_item(&tenant, &item).await?;
+        }
+        info!(rows, "projection rebuilt");
+        Ok(rows)
+    }
+}
+
 fn offer(observation: Observation) -> ProjectedOffer {
     ProjectedOffer {
         basis: observation.basis(),

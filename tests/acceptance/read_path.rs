@@ -173,18 +173,9 @@ async fn replayed_and_reversed_stream_batches_and_rebuild_give_the_same_projecti
 
     let (rebuilt_table, rebuilt) = extra_projection_table(&env, "rebuilt").await;
     let projector = env.projector_into(rebuilt);
-    let tenant = feedsafe::ids::TenantId::parse(TENANT).unwrap();
-    let mut items: Vec<String> = env
-        .observations()
-        .await
-        .into_iter()
-        .map(|o| o.item)
-        .collect();
-    items.sort();
-    items.dedup();
-    for item in &items {
-        projector.rebuild_item(&tenant, item).await.unwrap();
-    }
+    let items = env.store.observed_items().await.unwrap();
+    assert!(items.len() > 100, "{} items", items.len());
+    projector.rebuild_all(items).await.unwrap();
     assert_eq!(
         rows(&env, &rebuilt_table).await,
         once,

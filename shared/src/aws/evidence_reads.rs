@@ -147,6 +147,44 @@ impl DynamoEvidenceStore {
         Ok(changed)
     }
 
+    /// Every (tenant, item) with at least one observation: the input of a full rebuild. An
+    /// operator's batch job, so a Scan (paginated, keys only) is acceptable here and nowhere on
+    /// the read path.
+    pub async fn observed_items(
+        &self,
+    ) -> Result<std::collections::BTreeSet<(TenantId, String)>, StoreError> {
+        let mut items = std::collections::BTreeSet::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client()
+                .scan()
+                .table_name(self.table())
+                .filter_expression("entity = :observation")
+                .projection_expression("tenant, #item")
+                .expression_attribute_names("#item", "item")
+                .expression_attribute_values(":observation", s("observation"))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(unavailable("scan observed items"))?;
+            for item in out.items.unwrap_or_default() {
+                let tenant = item
+                    .get("tenant")
+                    .and_then(|v| v.as_s().ok())
+                    .and_then(|t| TenantId::parse(t).ok());
+                let key = item.get("item").and_then(|v| v.as_s().ok()).cloned();
+                if let (Some(tenant), Some(key)) = (tenant, key) {
+                    items.insert((tenant, key));
+                }
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(items);
+            }
+        }
+    }
+
     /// Quarantine entries of a tenant, oldest first (GSI2; no Scan).
     pub async fn quarantine_list(
         &self,
