@@ -38,6 +38,7 @@ pub async fn handle_sqs_batch(
     event: SqsEvent,
 ) -> Result<SqsBatchResponse, MissingMessageId> {
     let mut response = SqsBatchResponse::default();
+    let mut tally = OutcomeTally::default();
     for message in event.records {
         let message_id = message.message_id.clone().unwrap_or_default();
         let receive_count = message
@@ -52,12 +53,17 @@ pub async fn handle_sqs_batch(
             .instrument(span.clone())
             .await
         {
-            Ok(outcome) => span.in_scope(|| log_outcome(&outcome)),
+            Ok(outcome) => {
+                tally.add(&outcome);
+                span.in_scope(|| log_outcome(&outcome))
+            }
             Err(err) => {
                 span.in_scope(
                     || warn!(error = %err, "ingest failed; the message will be redelivered"),
                 );
+                tally.transient += 1;
                 if message_id.is_empty() {
+                    tally.emit();
                     error!(
                         "transient failure on a message without messageId: failing the whole batch"
                     );
@@ -67,7 +73,44 @@ pub async fn handle_sqs_batch(
             }
         }
     }
+    tally.emit();
     Ok(response)
+}
+
+/// Per-batch counters, emitted as CloudWatch metrics (EMF) by the ingest function.
+#[derive(Default)]
+struct OutcomeTally {
+    committed: u64,
+    replays: u64,
+    mismatches: u64,
+    rejected: u64,
+    observations: u64,
+    transient: u64,
+}
+
+impl OutcomeTally {
+    fn add(&mut self, outcome: &IngestOutcome) {
+        match outcome {
+            IngestOutcome::Committed(r) => {
+                self.committed += 1;
+                self.observations += r.observation_ids.len() as u64;
+            }
+            IngestOutcome::Replayed(_) => self.replays += 1,
+            IngestOutcome::Mismatch(_) => self.mismatches += 1,
+            IngestOutcome::Rejected(_) => self.rejected += 1,
+        }
+    }
+
+    fn emit(&self) {
+        let mut m = crate::metrics::BatchMetrics::default();
+        m.count("Committed", self.committed);
+        m.count("Replays", self.replays);
+        m.count("Mismatches", self.mismatches);
+        m.count("RejectedInputs", self.rejected);
+        m.count("ObservationsWritten", self.observations);
+        m.count("TransientFailures", self.transient);
+        m.emit("ingest");
+    }
 }
 
 fn log_outcome(outcome: &IngestOutcome) {
@@ -125,8 +168,17 @@ pub async fn handle_stream_batch(
     event: aws_lambda_events::event::dynamodb::Event,
 ) -> aws_lambda_events::event::streams::DynamoDbEventResponse {
     let mut response = aws_lambda_events::event::streams::DynamoDbEventResponse::default();
+    let mut lag_ms: i64 = 0;
+    let now_ms = crate::timestamp::Timestamp::now().unix_millis();
     for record in event.records {
         let sequence = record.change.sequence_number.clone().unwrap_or_default();
+        lag_ms = lag_ms.max(
+            now_ms
+                - record
+                    .change
+                    .approximate_creation_date_time
+                    .timestamp_millis(),
+        );
         let outcome = match crate::stream::classify(
             &record.event_name,
             Some(record.change.old_image),
@@ -144,6 +196,13 @@ pub async fn handle_stream_batch(
             break;
         }
     }
+    let mut m = crate::metrics::BatchMetrics::default();
+    m.millis("ProjectionLagMs", lag_ms.max(0));
+    m.count(
+        "ProjectionFailures",
+        response.batch_item_failures.len() as u64,
+    );
+    m.emit("projector");
     response
 }
 

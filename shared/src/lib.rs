@@ -20,6 +20,7 @@ pub mod item;
 pub mod lambda;
 #[cfg(feature = "local")]
 pub mod local;
+pub mod metrics;
 pub mod model;
 pub mod money;
 pub mod normalize;
