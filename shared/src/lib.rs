@@ -25,6 +25,7 @@ pub mod model;
 pub mod money;
 pub mod normalize;
 pub mod operations;
+pub mod ops;
 pub mod poller;
 pub mod ports;
 pub mod projection;

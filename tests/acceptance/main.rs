@@ -2,9 +2,11 @@
 //! build are shared; each test creates its own resources from `template.yaml`.
 
 mod bad_input;
+mod contract;
 mod crash_points;
 mod ingest;
 mod intake;
+mod ops;
 mod projection;
 mod read_path;
 mod request_budget;

@@ -66,6 +66,10 @@ async fn tables_and_queues_are_created_from_the_template_shapes() {
     );
 }
 
+// ---------------------------------------------------------------------------------------------
+// Reusable helpers over the parsed template (also used by contract.rs)
+// ---------------------------------------------------------------------------------------------
+
 /// Actions the query function may be granted: DynamoDB reads, nothing else.
 const QUERY_READ_ACTIONS: [&str; 3] = [
     "dynamodb:GetItem",
@@ -73,14 +77,16 @@ const QUERY_READ_ACTIONS: [&str; 3] = [
     "dynamodb:Query",
 ];
 
-fn template_document() -> serde_yaml::Value {
+pub(crate) fn template_document() -> serde_yaml::Value {
     feedsafe::local::read_template(&feedsafe::local::template_path())
         .expect("template.yaml parses")
         .document
 }
 
 /// The template's `AWS::Serverless::Function` resources, by logical id.
-fn serverless_functions(document: &serde_yaml::Value) -> Vec<(String, &serde_yaml::Value)> {
+pub(crate) fn serverless_functions(
+    document: &serde_yaml::Value,
+) -> Vec<(String, &serde_yaml::Value)> {
     document["Resources"]
         .as_mapping()
         .expect("Resources")
@@ -91,7 +97,7 @@ fn serverless_functions(document: &serde_yaml::Value) -> Vec<(String, &serde_yam
 }
 
 /// A scalar or a list of scalars (`Action: x` or `Action: [x, y]`) as a list.
-fn one_or_many(value: &serde_yaml::Value) -> Vec<&serde_yaml::Value> {
+pub(crate) fn one_or_many(value: &serde_yaml::Value) -> Vec<&serde_yaml::Value> {
     match value {
         serde_yaml::Value::Sequence(items) => items.iter().collect(),
         serde_yaml::Value::Null => Vec::new(),
@@ -101,7 +107,10 @@ fn one_or_many(value: &serde_yaml::Value) -> Vec<&serde_yaml::Value> {
 
 /// Every statement of a function's inline `Policies` documents. Managed-policy names and SAM
 /// policy templates grant actions this check cannot see, so they fail it.
-fn policy_statements<'a>(id: &str, function: &'a serde_yaml::Value) -> Vec<&'a serde_yaml::Value> {
+pub(crate) fn policy_statements<'a>(
+    id: &str,
+    function: &'a serde_yaml::Value,
+) -> Vec<&'a serde_yaml::Value> {
     one_or_many(&function["Properties"]["Policies"])
         .into_iter()
         .flat_map(|policy| {
@@ -114,7 +123,7 @@ fn policy_statements<'a>(id: &str, function: &'a serde_yaml::Value) -> Vec<&'a s
 }
 
 /// The actions a function's inline policies allow (`Effect: Allow`), in template order.
-fn allowed_actions(id: &str, function: &serde_yaml::Value) -> Vec<String> {
+pub(crate) fn allowed_actions(id: &str, function: &serde_yaml::Value) -> Vec<String> {
     policy_statements(id, function)
         .into_iter()
         .filter(|statement| statement["Effect"].as_str() == Some("Allow"))
@@ -131,12 +140,169 @@ fn allowed_actions(id: &str, function: &serde_yaml::Value) -> Vec<String> {
         .collect()
 }
 
-fn is_wildcard_resource(resource: &serde_yaml::Value) -> bool {
+pub(crate) fn is_wildcard_resource(resource: &serde_yaml::Value) -> bool {
     match resource {
         serde_yaml::Value::String(text) => text.trim() == "*",
         serde_yaml::Value::Tagged(tagged) => is_wildcard_resource(&tagged.value),
         _ => false,
     }
+}
+
+/// The template's resources of one CloudFormation/SAM type, by logical id, in template order.
+pub(crate) fn resources_of_type<'a>(
+    document: &'a serde_yaml::Value,
+    kind: &str,
+) -> Vec<(String, &'a serde_yaml::Value)> {
+    document["Resources"]
+        .as_mapping()
+        .expect("Resources")
+        .iter()
+        .filter(|(_, resource)| resource["Type"].as_str() == Some(kind))
+        .map(|(id, resource)| (id.as_str().expect("logical id").to_owned(), resource))
+        .collect()
+}
+
+/// One resource by logical id; panics with the id when it is missing.
+pub(crate) fn resource<'a>(document: &'a serde_yaml::Value, id: &str) -> &'a serde_yaml::Value {
+    let resource = &document["Resources"][id];
+    assert!(!resource.is_null(), "no resource {id} in template.yaml");
+    resource
+}
+
+/// The argument of an intrinsic function in short (`!Ref x`) or long (`{Ref: x}`) form.
+pub(crate) fn intrinsic<'a>(
+    value: &'a serde_yaml::Value,
+    short: &str,
+    long: &str,
+) -> Option<&'a serde_yaml::Value> {
+    match value {
+        serde_yaml::Value::Tagged(tagged) if tagged.tag == short => Some(&tagged.value),
+        serde_yaml::Value::Mapping(map) if map.len() == 1 => map.get(long),
+        _ => None,
+    }
+}
+
+/// `!Ref X` -> `X`.
+pub(crate) fn ref_target(value: &serde_yaml::Value) -> Option<&str> {
+    intrinsic(value, "!Ref", "Ref").and_then(serde_yaml::Value::as_str)
+}
+
+/// `!GetAtt X.Attr` or `Fn::GetAtt: [X, Attr]` -> `(X, Attr)`.
+pub(crate) fn get_att(value: &serde_yaml::Value) -> Option<(String, String)> {
+    match intrinsic(value, "!GetAtt", "Fn::GetAtt")? {
+        serde_yaml::Value::String(text) => text
+            .split_once('.')
+            .map(|(id, attr)| (id.to_owned(), attr.to_owned())),
+        serde_yaml::Value::Sequence(parts) => Some((
+            parts.first()?.as_str()?.to_owned(),
+            parts.get(1)?.as_str()?.to_owned(),
+        )),
+        _ => None,
+    }
+}
+
+/// The template string of `!Sub "..."` (or a plain string).
+pub(crate) fn sub_text(value: &serde_yaml::Value) -> Option<&str> {
+    match intrinsic(value, "!Sub", "Fn::Sub") {
+        Some(inner) => inner.as_str(),
+        None => value.as_str(),
+    }
+}
+
+/// True for `true`, `"true"`, or `!If [Condition, true, ...]` (on when the condition holds, which
+/// the parameter defaults make it).
+pub(crate) fn is_enabled(value: &serde_yaml::Value) -> bool {
+    match value {
+        serde_yaml::Value::Bool(b) => *b,
+        serde_yaml::Value::String(s) => s == "true",
+        other => intrinsic(other, "!If", "Fn::If")
+            .and_then(serde_yaml::Value::as_sequence)
+            .and_then(|branches| branches.get(1))
+            .is_some_and(is_enabled),
+    }
+}
+
+/// A parameter's `Default`, e.g. to resolve `!Ref IngestMaxReceiveCount`.
+pub(crate) fn parameter_default<'a>(
+    document: &'a serde_yaml::Value,
+    name: &str,
+) -> &'a serde_yaml::Value {
+    &document["Parameters"][name]["Default"]
+}
+
+/// One `HttpApi` event of a function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HttpApiRoute {
+    pub function: String,
+    pub event: String,
+    /// Upper case, e.g. `GET`.
+    pub method: String,
+    /// As written, e.g. `/v1/deliveries/{delivery_key+}`.
+    pub path: String,
+    /// `ReaderAuthorizer`, `OpsAuthorizer`, `NONE`, or the API's default when unset.
+    pub authorizer: Option<String>,
+    pub scopes: Vec<String>,
+}
+
+/// Every `HttpApi` event of every function, in template order.
+pub(crate) fn http_api_routes(document: &serde_yaml::Value) -> Vec<HttpApiRoute> {
+    let mut routes = Vec::new();
+    for (function, resource) in serverless_functions(document) {
+        let Some(events) = resource["Properties"]["Events"].as_mapping() else {
+            continue;
+        };
+        for (name, event) in events {
+            if event["Type"].as_str() != Some("HttpApi") {
+                continue;
+            }
+            let props = &event["Properties"];
+            let auth = &props["Auth"];
+            routes.push(HttpApiRoute {
+                function: function.clone(),
+                event: name.as_str().expect("event name").to_owned(),
+                method: props["Method"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{function}: HttpApi event without Method"))
+                    .to_ascii_uppercase(),
+                path: props["Path"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{function}: HttpApi event without Path"))
+                    .to_owned(),
+                authorizer: auth["Authorizer"].as_str().map(str::to_owned),
+                scopes: one_or_many(&auth["AuthorizationScopes"])
+                    .into_iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect(),
+            });
+        }
+    }
+    routes
+}
+
+/// The alarms of the template whose metric is `namespace`/`metric`, with their dimensions.
+pub(crate) fn alarms_on<'a>(
+    document: &'a serde_yaml::Value,
+    namespace: &str,
+    metric: &str,
+) -> Vec<(String, &'a serde_yaml::Value)> {
+    resources_of_type(document, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .filter(|(_, alarm)| {
+            alarm["Properties"]["Namespace"].as_str() == Some(namespace)
+                && alarm["Properties"]["MetricName"].as_str() == Some(metric)
+        })
+        .collect()
+}
+
+/// The value of an alarm's dimension `name` (literal, `!Ref` or `!GetAtt`, unresolved).
+pub(crate) fn alarm_dimension<'a>(
+    alarm: &'a serde_yaml::Value,
+    name: &str,
+) -> Option<&'a serde_yaml::Value> {
+    one_or_many(&alarm["Properties"]["Dimensions"])
+        .into_iter()
+        .find(|d| d["Name"].as_str() == Some(name))
+        .map(|d| &d["Value"])
 }
 
 #[test]
@@ -220,4 +386,213 @@ fn query_function_is_read_only_in_the_template() {
             );
         }
     }
+}
+
+/// The production checks: least privilege, encryption, backups, retention, alarms and logs.
+#[test]
+fn template_is_production_complete() {
+    let document = template_document();
+    let functions = serverless_functions(&document);
+    assert!(
+        functions.len() >= 8,
+        "expected every function: {functions:?}"
+    );
+
+    // Least privilege: no `Resource: "*"`, no wildcard action, no custom role, inline documents only.
+    for (id, function) in &functions {
+        assert!(
+            function["Properties"].get("Role").is_none(),
+            "{id}: a custom role would bypass the checked Policies"
+        );
+        let statements = policy_statements(id, function);
+        assert!(!statements.is_empty(), "{id}: no policy statements");
+        for statement in statements {
+            assert!(
+                statement.get("NotAction").is_none() && statement.get("NotResource").is_none(),
+                "{id}: NotAction/NotResource grant everything else: {statement:?}"
+            );
+            let resources = one_or_many(&statement["Resource"]);
+            assert!(!resources.is_empty(), "{id}: statement without Resource");
+            assert!(
+                !resources.iter().any(|r| is_wildcard_resource(r)),
+                "{id}: Resource \"*\" in {statement:?}"
+            );
+        }
+        for action in allowed_actions(id, function) {
+            assert!(!action.contains('*'), "{id}: wildcard action {action}");
+        }
+    }
+
+    // Tables: encryption, point-in-time recovery, deletion protection; the evidence table's
+    // stream and TTL attribute.
+    let tables = resources_of_type(&document, "AWS::DynamoDB::Table");
+    assert_eq!(
+        tables.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+        vec!["EvidenceTable", "ProjectionTable"]
+    );
+    for (id, table) in &tables {
+        let props = &table["Properties"];
+        assert!(
+            is_enabled(&props["SSESpecification"]["SSEEnabled"]),
+            "{id}: SSE"
+        );
+        assert!(
+            is_enabled(&props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"]),
+            "{id}: PITR"
+        );
+        assert!(
+            is_enabled(&props["DeletionProtectionEnabled"]),
+            "{id}: deletion protection (on by default)"
+        );
+    }
+    let evidence = &resource(&document, "EvidenceTable")["Properties"];
+    assert_eq!(
+        evidence["StreamSpecification"]["StreamViewType"].as_str(),
+        Some("NEW_AND_OLD_IMAGES")
+    );
+    assert_eq!(
+        evidence["TimeToLiveSpecification"]["AttributeName"].as_str(),
+        Some("expires_at")
+    );
+    assert_eq!(
+        evidence["TimeToLiveSpecification"]["Enabled"].as_bool(),
+        Some(true),
+        "TTL must be a literal true (the local stack reads it)"
+    );
+    assert_eq!(
+        resource(&document, "EvidenceTable")["DeletionPolicy"].as_str(),
+        Some("Retain"),
+        "the evidence outlives the stack"
+    );
+
+    // The raw archive: KMS, versioning, no public access, lifecycle, TLS only.
+    let bucket = &resource(&document, "RawBucket")["Properties"];
+    let sse = &one_or_many(&bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"])[0]
+        ["ServerSideEncryptionByDefault"];
+    assert_eq!(sse["SSEAlgorithm"].as_str(), Some("aws:kms"));
+    assert_eq!(
+        get_att(&sse["KMSMasterKeyID"]),
+        Some(("RawArchiveKey".to_owned(), "Arn".to_owned())),
+        "a customer-managed key"
+    );
+    assert_eq!(
+        resource(&document, "RawArchiveKey")["Properties"]["EnableKeyRotation"].as_bool(),
+        Some(true)
+    );
+    assert_eq!(
+        bucket["VersioningConfiguration"]["Status"].as_str(),
+        Some("Enabled")
+    );
+    for flag in [
+        "BlockPublicAcls",
+        "BlockPublicPolicy",
+        "IgnorePublicAcls",
+        "RestrictPublicBuckets",
+    ] {
+        assert_eq!(
+            bucket["PublicAccessBlockConfiguration"][flag].as_bool(),
+            Some(true),
+            "RawBucket: {flag}"
+        );
+    }
+    let rules = one_or_many(&bucket["LifecycleConfiguration"]["Rules"]);
+    let enabled = |r: &serde_yaml::Value| r["Status"].as_str() == Some("Enabled");
+    assert!(
+        rules.iter().filter(|r| enabled(r)).any(|r| {
+            ref_target(&r["NoncurrentVersionExpiration"]["NoncurrentDays"])
+                == Some("RawRetentionDays")
+        }),
+        "RawBucket: noncurrent versions expire after RawRetentionDays: {rules:?}"
+    );
+    assert!(
+        rules
+            .iter()
+            .filter(|r| enabled(r))
+            .any(|r| !r["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"].is_null()),
+        "RawBucket: incomplete multipart uploads are aborted"
+    );
+    let tls_only = resources_of_type(&document, "AWS::S3::BucketPolicy")
+        .into_iter()
+        .filter(|(_, p)| ref_target(&p["Properties"]["Bucket"]) == Some("RawBucket"))
+        .flat_map(|(_, p)| one_or_many(&p["Properties"]["PolicyDocument"]["Statement"]))
+        .any(|s| {
+            s["Effect"].as_str() == Some("Deny")
+                && s["Condition"]["Bool"]["aws:SecureTransport"].as_str() == Some("false")
+        });
+    assert!(tls_only, "RawBucket: no TLS-only deny statement");
+
+    // Alarms.
+    let dlq = alarms_on(&document, "AWS/SQS", "ApproximateNumberOfMessagesVisible");
+    for queue in ["IngestDLQ", "ProjectorFailureQueue"] {
+        assert!(
+            dlq.iter()
+                .any(|(_, a)| alarm_dimension(a, "QueueName").and_then(get_att)
+                    == Some((queue.to_owned(), "QueueName".to_owned()))),
+            "no depth alarm on {queue}"
+        );
+    }
+    assert!(
+        alarms_on(&document, "AWS/Lambda", "IteratorAge")
+            .iter()
+            .any(|(_, a)| {
+                alarm_dimension(a, "FunctionName").and_then(ref_target) == Some("ProjectorFunction")
+                    && a["Properties"]["Threshold"].as_i64() == Some(60_000)
+            }),
+        "no IteratorAge alarm (60 s) on ProjectorFunction"
+    );
+    for metric in ["Mismatches", "RejectedInputs"] {
+        assert!(
+            !alarms_on(&document, "Feedsafe", metric).is_empty(),
+            "no alarm on Feedsafe/{metric}"
+        );
+    }
+    for metric in ["Errors", "Throttles"] {
+        let alarms = alarms_on(&document, "AWS/Lambda", metric);
+        for (id, _) in &functions {
+            assert!(
+                alarms.iter().any(
+                    |(_, a)| alarm_dimension(a, "FunctionName").and_then(ref_target)
+                        == Some(id.as_str())
+                ),
+                "no {metric} alarm for {id}"
+            );
+        }
+    }
+    for (id, alarm) in resources_of_type(&document, "AWS::CloudWatch::Alarm") {
+        let actions = &alarm["Properties"]["AlarmActions"];
+        let conditional = intrinsic(actions, "!If", "Fn::If")
+            .and_then(serde_yaml::Value::as_sequence)
+            .and_then(|branches| branches.first())
+            .and_then(serde_yaml::Value::as_str);
+        assert_eq!(
+            conditional,
+            Some("HasAlarmTopic"),
+            "{id}: AlarmActions must notify AlarmTopicArn only when it is set"
+        );
+    }
+    assert!(
+        !resources_of_type(&document, "AWS::CloudWatch::Dashboard").is_empty(),
+        "no dashboard"
+    );
+
+    // Logs: every function has its own log group with a retention, and the API logs access.
+    let log_groups = resources_of_type(&document, "AWS::Logs::LogGroup");
+    for (id, _) in &functions {
+        let expected = format!("/aws/lambda/${{{id}}}");
+        let group = log_groups
+            .iter()
+            .find(|(_, g)| sub_text(&g["Properties"]["LogGroupName"]) == Some(expected.as_str()))
+            .unwrap_or_else(|| panic!("{id}: no log group {expected}"));
+        assert!(
+            !group.1["Properties"]["RetentionInDays"].is_null(),
+            "{id}: log group {} without retention",
+            group.0
+        );
+    }
+    let access_log = &resource(&document, "ReadApi")["Properties"]["AccessLogSettings"];
+    let destination = get_att(&access_log["DestinationArn"]).expect("API access log destination");
+    assert!(
+        !resource(&document, &destination.0)["Properties"]["RetentionInDays"].is_null(),
+        "API access log without retention"
+    );
 }

@@ -4,6 +4,7 @@
 
 use crate::Services;
 use feedsafe::http::{handle_read, HttpRequest, HttpResponse};
+use feedsafe::ops::{handle_ops, OpsRequest};
 use feedsafe::query::Principal;
 use feedsafe::webhook::WebhookRequest;
 use http_body_util::{BodyExt, Full, Limited};
@@ -16,7 +17,7 @@ use tracing::{info, warn};
 
 /// Bodies above this are refused before any handler runs (handlers apply their own limits).
 const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
-pub const OPS_SCOPE: &str = "ops:write";
+pub use feedsafe::ops::OPS_SCOPE;
 
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -108,7 +109,9 @@ fn percent_decode(text: &str) -> String {
 
 async fn handle(services: Services, request: Request<Incoming>) -> Response<Full<Bytes>> {
     let method = request.method().as_str().to_owned();
-    let path = percent_decode(request.uri().path());
+    // `+` is a literal in paths (item keys and delivery ids may hold it); only queries use it
+    // for a space.
+    let path = feedsafe::ops::percent_decode_path(request.uri().path());
     let query = query_map(request.uri());
     let headers: HashMap<String, String> = request
         .headers()
@@ -149,8 +152,23 @@ async fn handle(services: Services, request: Request<Incoming>) -> Response<Full
                 })
                 .await
         }
-        ("POST", ["v1", "connectors", connector, "runs"]) => {
-            start_run(&services, &headers, connector).await
+        // The operators' routes (ingestion authority and raw-evidence access): `ops:write` only.
+        (_, ["v1", "deliveries", _, ..])
+        | (_, ["v1", "artifacts", _, ..])
+        | (_, ["v1", "runs", _])
+        | (_, ["v1", "quarantine", ..])
+        | (_, ["v1", "identity-corrections"])
+        | (_, ["v1", "source-quarantines"])
+        | (_, ["v1", "connectors", _, "runs"])
+        | (_, ["v1", "observations", _, "artifact"]) => {
+            let request = OpsRequest {
+                method: method.clone(),
+                path: path.clone(),
+                query,
+                principal: principal(&services.tokens, &headers),
+                body,
+            };
+            handle_ops(&services.ops, request).await
         }
         (_, ["v1", "items", ..]) | (_, ["v1", "observations", _]) => {
             let http = HttpRequest {
@@ -165,44 +183,4 @@ async fn handle(services: Services, request: Request<Incoming>) -> Response<Full
     };
     info!(method = %method, path = %path, status = response.status, "request");
     to_hyper(response)
-}
-
-/// `POST /v1/connectors/{id}/runs`: ingestion authority, operators only.
-async fn start_run(
-    services: &Services,
-    headers: &HashMap<String, String>,
-    connector: &str,
-) -> HttpResponse {
-    let Some(principal) = principal(&services.tokens, headers) else {
-        return HttpResponse::error(
-            401,
-            "unauthorized",
-            "an operator's bearer token is required",
-        );
-    };
-    if !principal.scopes.iter().any(|s| s == OPS_SCOPE) {
-        return HttpResponse::error(
-            403,
-            "forbidden",
-            "the ops:write scope is required to start ingestion",
-        );
-    }
-    let Ok(id) = feedsafe::ids::ConnectorId::parse(connector) else {
-        return HttpResponse::error(404, "unknown_connector", "no such connector");
-    };
-    match services.pull.run_connector(&id).await {
-        Ok(report) => HttpResponse::json(202, &serde_json::to_value(&report).unwrap_or_default()),
-        Err(e) => {
-            let text = e.to_string();
-            match e {
-                feedsafe::poller::PullError::UnknownConnector(..) => {
-                    HttpResponse::error(404, "unknown_connector", &text)
-                }
-                feedsafe::poller::PullError::NotPullable { .. } => {
-                    HttpResponse::error(400, "invalid_request", &text)
-                }
-                _ => HttpResponse::error(502, "supplier_unavailable", &text),
-            }
-        }
-    }
 }

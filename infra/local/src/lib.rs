@@ -21,6 +21,7 @@ use feedsafe::drops::{DropService, DroppedObject, DROPS_PREFIX};
 use feedsafe::fake_supplier::{FakeSupplier, FakeSupplierHandle};
 use feedsafe::ingest::IngestService;
 use feedsafe::local::{LocalResources, StreamReader};
+use feedsafe::ops::{OpsService, RawArchive};
 use feedsafe::poller::{HttpExportSource, PullService};
 use feedsafe::ports::{NoFaults, SystemClock};
 use feedsafe::projection::Projector;
@@ -116,6 +117,8 @@ pub struct Services {
     pub pull: Arc<PullService>,
     pub drops: DropService,
     pub tokens: Arc<HashMap<String, Principal>>,
+    /// The operators' API (`feedsafe::ops`), sharing the pull service and the ingest queue.
+    pub ops: Arc<OpsService>,
 }
 
 pub struct Stack {
@@ -184,6 +187,21 @@ pub async fn start_stack(
     let claims = Arc::new(S3ClaimStore::new(clients.s3.clone(), &bucket));
     let clock = Arc::new(SystemClock);
     let supplier = FakeSupplier::start(options.supplier_port).await?;
+    let pull = Arc::new(PullService::new(
+        evidence.clone(),
+        evidence.clone(),
+        Arc::new(HttpExportSource::default()),
+        queue.clone(),
+        claims.clone(),
+        clock.clone(),
+    ));
+    let ops = Arc::new(OpsService::new(
+        evidence.clone(),
+        RawArchive::new(clients.s3.clone(), &bucket),
+        queue.clone(),
+        Some(pull.clone()),
+        clock.clone(),
+    ));
     let services = Services {
         evidence: evidence.clone(),
         ingest: IngestService::new(
@@ -202,16 +220,10 @@ pub async fn start_stack(
             claims.clone(),
             clock.clone(),
         )),
-        pull: Arc::new(PullService::new(
-            evidence.clone(),
-            evidence.clone(),
-            Arc::new(HttpExportSource::default()),
-            queue.clone(),
-            claims,
-            clock.clone(),
-        )),
+        pull,
         drops: DropService::new(evidence.clone(), queue, clock),
         tokens: Arc::new(load_tokens(&options.tokens_file)?),
+        ops,
     };
     if options.seed_samples {
         for connector in sample_connectors(&supplier)? {

@@ -479,3 +479,117 @@ impl EvidenceReads for DynamoEvidenceStore {
         })
     }
 }
+
+/// Operator review of quarantine entries (`crate::ops`). The entry's stored fields are never
+/// rewritten: a resolution only moves `status` and adds a `resolution` attribute beside them.
+impl DynamoEvidenceStore {
+    /// Moves quarantine entry `id` from status `from` to `to`, setting its `resolution`
+    /// attribute (or removing it when `resolution` is `None`). False, changing nothing, when the
+    /// entry does not exist or is not in status `from` (someone resolved it first).
+    pub async fn resolve_quarantine<R: serde::Serialize>(
+        &self,
+        id: &str,
+        from: &str,
+        to: &str,
+        resolution: Option<&R>,
+    ) -> Result<bool, StoreError> {
+        let mut update = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(key(
+                super::dynamo::quarantine_pk(id),
+                super::dynamo::SK_QUARANTINE,
+            )))
+            .condition_expression("attribute_exists(pk) AND #status = :from")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":from", s(from))
+            .expression_attribute_values(":to", s(to));
+        update = match resolution {
+            Some(resolution) => {
+                let value: AttributeValue =
+                    serde_dynamo::to_attribute_value(resolution).map_err(|e| {
+                        StoreError::Invariant(format!("resolution does not encode: {e}"))
+                    })?;
+                update
+                    .update_expression("SET #status = :to, resolution = :resolution")
+                    .expression_attribute_values(":resolution", value)
+            }
+            None => update.update_expression("SET #status = :to REMOVE resolution"),
+        };
+        match update.send().await {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                Ok(false)
+            }
+            Err(e) => Err(unavailable("resolve quarantine entry")(e)),
+        }
+    }
+
+    /// A quarantine entry (consistent read) with its `resolution` attribute, if any.
+    pub async fn quarantine_entry_with_resolution<R: serde::de::DeserializeOwned>(
+        &self,
+        id: &str,
+    ) -> Result<Option<(crate::model::QuarantineEntry, Option<R>)>, StoreError> {
+        let out = self
+            .client()
+            .get_item()
+            .table_name(self.table())
+            .set_key(Some(key(
+                super::dynamo::quarantine_pk(id),
+                super::dynamo::SK_QUARANTINE,
+            )))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable("get quarantine entry"))?;
+        out.item.map(split_resolution).transpose()
+    }
+
+    /// Quarantine entries of a tenant, oldest first (GSI2; no Scan), each with its
+    /// `resolution` attribute, if any.
+    pub async fn quarantine_list_with_resolution<R: serde::de::DeserializeOwned>(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<(crate::model::QuarantineEntry, Option<R>)>, StoreError> {
+        let mut entries = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client()
+                .query()
+                .table_name(self.table())
+                .index_name(super::dynamo::GSI2)
+                .key_condition_expression("gsi2pk = :list")
+                .expression_attribute_values(
+                    ":list",
+                    s(super::dynamo::quarantine_list_pk(tenant.as_str())),
+                )
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(unavailable("query quarantine"))?;
+            for item in out.items.unwrap_or_default() {
+                entries.push(split_resolution(item)?);
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(entries);
+            }
+        }
+    }
+}
+
+fn split_resolution<R: serde::de::DeserializeOwned>(
+    mut item: Item,
+) -> Result<(crate::model::QuarantineEntry, Option<R>), StoreError> {
+    let resolution = item
+        .remove("resolution")
+        .map(|value| {
+            serde_dynamo::from_attribute_value(value).map_err(|e| {
+                StoreError::Invariant(format!("stored resolution does not decode: {e}"))
+            })
+        })
+        .transpose()?;
+    Ok((decode(item)?, resolution))
+}

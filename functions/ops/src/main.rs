@@ -1,0 +1,64 @@
+//! Ops Lambda: HTTP API (payload 2.0, ops JWT authorizer, scope `ops:write`) ->
+//! `feedsafe::ops::handle_apigw_ops`. Delivery status, runs, quarantine review and resolution,
+//! identity corrections, source quarantines, pull runs and presigned raw-artifact links.
+//!
+//! Environment: `EVIDENCE_TABLE`, `RAW_BUCKET`, `INGEST_QUEUE_URL` (accepted quarantined payloads
+//! and pull-run pages are enqueued there), optional `S3_FORCE_PATH_STYLE`.
+
+use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
+use feedsafe::aws::dynamo::DynamoEvidenceStore;
+use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
+use feedsafe::aws::AwsClients;
+use feedsafe::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
+use feedsafe::lambda::{init_tracing, CachedConnectors};
+use feedsafe::ops::{handle_apigw_ops, OpsService, RawArchive};
+use feedsafe::poller::{HttpExportSource, PullService};
+use feedsafe::ports::SystemClock;
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    init_tracing();
+    let evidence_table = required(EVIDENCE_TABLE)?;
+    let raw_bucket = required(RAW_BUCKET)?;
+    let queue_url = required("INGEST_QUEUE_URL")?;
+    let path_style = matches!(
+        std::env::var(S3_FORCE_PATH_STYLE).ok().as_deref(),
+        Some("true" | "1")
+    );
+    let clients = AwsClients::from_env(path_style).await;
+    let evidence = Arc::new(DynamoEvidenceStore::new(
+        clients.dynamodb.clone(),
+        evidence_table,
+    ));
+    let queue = Arc::new(SqsDeliveryQueue::new(clients.sqs.clone(), queue_url));
+    let clock = Arc::new(SystemClock);
+    let pull = PullService::new(
+        // Operators change connectors without a deploy: a short cache only.
+        Arc::new(CachedConnectors::new(
+            evidence.clone(),
+            Duration::from_secs(5),
+        )),
+        evidence.clone(),
+        Arc::new(HttpExportSource::new()),
+        queue.clone(),
+        Arc::new(S3ClaimStore::new(clients.s3.clone(), &raw_bucket)),
+        clock.clone(),
+    );
+    let service = OpsService::new(
+        evidence,
+        RawArchive::new(clients.s3.clone(), raw_bucket),
+        queue,
+        Some(Arc::new(pull)),
+        clock,
+    );
+    let service = &service;
+    run(service_fn(
+        move |event: LambdaEvent<ApiGatewayV2httpRequest>| async move {
+            Ok::<_, Error>(handle_apigw_ops(service, event.payload).await)
+        },
+    ))
+    .await
+}
