@@ -190,31 +190,10 @@ impl DynamoEvidenceStore {
         &self,
         tenant: &TenantId,
     ) -> Result<Vec<crate::model::QuarantineEntry>, StoreError> {
-        let mut entries = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client()
-                .query()
-                .table_name(self.table())
-                .index_name("gsi2")
-                .key_condition_expression("gsi2pk = :list")
-                .expression_attribute_values(
-                    ":list",
-                    s(super::dynamo::quarantine_list_pk(tenant.as_str())),
-                )
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(unavailable("query quarantine"))?;
-            for item in out.items.unwrap_or_default() {
-                entries.push(decode(item)?);
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(entries);
-            }
-        }
+        let entries = self
+            .quarantine_list_with_resolution::<serde_json::Value>(tenant)
+            .await?;
+        Ok(entries.into_iter().map(|(entry, _)| entry).collect())
     }
 
     pub async fn put_source_quarantine(
