@@ -4,7 +4,7 @@
 use acceptance::*;
 use feedsafe::drops::DroppedObject;
 use feedsafe::webhook::{sign, SigningSecret};
-use local_stack::{sample_connectors, start_stack, Stack, StackOptions};
+use local_stack::{sample_connectors, Stack};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -14,27 +14,7 @@ const SECRET: &str = "whsec_bG9jYWwtc2FtcGxlLXNlY3JldC1ub3QtZm9yLXByb2R1Y3Rpb24=
 const ROTATED: &str = "whsec_bG9jYWwtcm90YXRlZC1zZWNyZXQtbm90LWZvci1wcm9kdWN0aW9u";
 
 async fn stack(env: &TestEnv) -> Stack {
-    let (dynamodb, _) = engine_endpoints();
-    let options = StackOptions {
-        port: 0,
-        supplier_port: 0,
-        pull_every: None,
-        sweep_every: Duration::from_secs(3600),
-        visibility_override: Some(1),
-        ..StackOptions::default()
-    };
-    let stack = start_stack(
-        env.clients.clone(),
-        &dynamodb,
-        env.resources.clone(),
-        options,
-    )
-    .await
-    .expect("stack starts");
-    for connector in sample_connectors(&stack.supplier).unwrap() {
-        env.seed(&connector).await;
-    }
-    stack
+    spawn_stack(env, None).await
 }
 
 fn agent() -> ureq::Agent {

@@ -7,7 +7,7 @@ use acceptance::*;
 use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::aws::dynamo::Item;
 use feedsafe::model::ReplayState;
-use local_stack::{sample_connectors, start_stack, Stack, StackOptions};
+use local_stack::{sample_connectors, Stack};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,6 @@ const KEY: &str = "demo/acme-eu/ACC-1/EXP-8821/2";
 const CORRECTED: &str = "demo/acme-eu/ACC-1/EXP-8821/2-corrected";
 
 async fn stack(env: &TestEnv) -> Stack {
-    let (dynamodb, _) = engine_endpoints();
     let tokens = std::env::temp_dir().join(format!(
         "feedsafe-ops-tokens-{}-{}.json",
         std::process::id(),
@@ -35,27 +34,7 @@ async fn stack(env: &TestEnv) -> Stack {
         .to_string(),
     )
     .unwrap();
-    let options = StackOptions {
-        port: 0,
-        supplier_port: 0,
-        pull_every: None,
-        sweep_every: Duration::from_secs(3600),
-        visibility_override: Some(1),
-        tokens_file: tokens,
-        ..StackOptions::default()
-    };
-    let stack = start_stack(
-        env.clients.clone(),
-        &dynamodb,
-        env.resources.clone(),
-        options,
-    )
-    .await
-    .expect("stack starts");
-    for connector in sample_connectors(&stack.supplier).unwrap() {
-        env.seed(&connector).await;
-    }
-    stack
+    spawn_stack(env, Some(tokens)).await
 }
 
 /// (status, JSON body) of a request with a bearer token, run off the async runtime.

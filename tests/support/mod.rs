@@ -560,3 +560,34 @@ impl TestEnv {
         assert!(outcome.result().is_some(), "{outcome:?}");
     }
 }
+
+/// The local stack on free ports over this test's resources, with the sample connectors seeded
+/// and a 1-second visibility timeout so that redelivery takes seconds.
+pub async fn spawn_stack(
+    env: &TestEnv,
+    tokens_file: Option<std::path::PathBuf>,
+) -> local_stack::Stack {
+    let (dynamodb, _) = engine_endpoints();
+    let defaults = local_stack::StackOptions::default();
+    let options = local_stack::StackOptions {
+        port: 0,
+        supplier_port: 0,
+        pull_every: None,
+        sweep_every: std::time::Duration::from_secs(3600),
+        visibility_override: Some(1),
+        tokens_file: tokens_file.unwrap_or(defaults.tokens_file.clone()),
+        ..defaults
+    };
+    let stack = local_stack::start_stack(
+        env.clients.clone(),
+        &dynamodb,
+        env.resources.clone(),
+        options,
+    )
+    .await
+    .expect("stack starts");
+    for connector in local_stack::sample_connectors(&stack.supplier).unwrap() {
+        env.seed(&connector).await;
+    }
+    stack
+}
