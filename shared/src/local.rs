@@ -563,3 +563,25 @@ impl StreamReader {
         Ok(records)
     }
 }
+
+/// The Lambda SQS event for messages received from a queue, as the event source builds it.
+pub fn sqs_event(
+    messages: &[aws_sdk_sqs::types::Message],
+) -> aws_lambda_events::event::sqs::SqsEvent {
+    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
+    for m in messages {
+        let mut record = aws_lambda_events::event::sqs::SqsMessage::default();
+        record.message_id = m.message_id.clone();
+        record.receipt_handle = m.receipt_handle.clone();
+        record.body = m.body.clone();
+        record.attributes = m
+            .attributes
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v))
+            .collect();
+        event.records.push(record);
+    }
+    event
+}

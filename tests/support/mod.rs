@@ -1,7 +1,6 @@
 //! Test harness: every test gets its own tables, queues and bucket on the shared local engines
 //! (started by `scripts/test` or `infra/engines.sh start`), created from `template.yaml`.
 
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::aws::dynamo::{decode, DynamoEvidenceStore, Item};
 use feedsafe::aws::s3::S3ArtifactStore;
@@ -250,21 +249,7 @@ impl TestEnv {
             .await
             .expect("receive");
         let messages = received.messages.unwrap_or_default();
-        let mut event = SqsEvent::default();
-        for m in &messages {
-            let mut record = SqsMessage::default();
-            record.message_id = m.message_id.clone();
-            record.receipt_handle = m.receipt_handle.clone();
-            record.body = m.body.clone();
-            record.attributes = m
-                .attributes
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v))
-                .collect();
-            event.records.push(record);
-        }
+        let event = feedsafe::local::sqs_event(&messages);
         let response = handle_sqs_batch(service, event)
             .await
             .expect("batch handled");

@@ -319,21 +319,7 @@ async fn sqs_poller(
         if messages.is_empty() {
             continue;
         }
-        let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
-        for m in &messages {
-            let mut record = aws_lambda_events::event::sqs::SqsMessage::default();
-            record.message_id = m.message_id.clone();
-            record.receipt_handle = m.receipt_handle.clone();
-            record.body = m.body.clone();
-            record.attributes = m
-                .attributes
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v))
-                .collect();
-            event.records.push(record);
-        }
+        let event = feedsafe::local::sqs_event(&messages);
         let failed: BTreeSet<String> =
             match feedsafe::lambda::handle_sqs_batch(&ingest, event).await {
                 Ok(response) => response
