@@ -127,7 +127,12 @@ pub async fn handle_s3_event(
         let key = object
             .url_decoded_key
             .clone()
-            .or_else(|| object.key.as_deref().map(url_decode))
+            .or_else(|| {
+                object
+                    .key
+                    .as_deref()
+                    .map(|k| crate::http::percent_decode(k, true))
+            })
             .unwrap_or_default();
         let dropped = DroppedObject {
             bucket,
@@ -144,35 +149,12 @@ pub async fn handle_s3_event(
     Ok(keys)
 }
 
-/// S3 event keys are URL-encoded with `+` for spaces.
-fn url_decode(text: &str) -> String {
-    fn hex(b: u8) -> Option<u8> {
-        (b as char).to_digit(16).map(|d| d as u8)
-    }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied().and_then(hex),
-            bytes.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'+', _, _) => out.push(b' '),
-            (b'%', Some(high), Some(low)) => {
-                out.push(high * 16 + low);
-                i += 2;
-            }
-            (b, _, _) => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::url_decode;
+    /// S3 event keys are URL-encoded with `+` for spaces.
+    fn url_decode(text: &str) -> String {
+        crate::http::percent_decode(text, true)
+    }
 
     #[test]
     fn decodes_s3_event_keys() {

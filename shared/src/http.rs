@@ -40,6 +40,36 @@ impl HttpResponse {
     }
 }
 
+/// Decodes `%XX` escapes (invalid ones stay literal). `plus_is_space` for query strings and S3
+/// event keys; in URL paths `+` is a literal.
+pub fn percent_decode(text: &str, plus_is_space: bool) -> String {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(high), Some(low)) => {
+                out.push(high * 16 + low);
+                i += 3;
+            }
+            (b'+', _, _) if plus_is_space => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn segments(path: &str) -> Vec<&str> {
     path.trim_matches('/')
         .split('/')

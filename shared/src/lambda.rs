@@ -229,7 +229,7 @@ pub async fn handle_apigw_read(
 ) -> aws_lambda_events::event::apigw::ApiGatewayV2httpResponse {
     let http = crate::http::HttpRequest {
         method: request.request_context.http.method.to_string(),
-        path: request.raw_path.clone().unwrap_or_default(),
+        path: crate::http::percent_decode(request.raw_path.as_deref().unwrap_or_default(), false),
         query: request
             .query_string_parameters
             .iter()

@@ -1043,31 +1043,6 @@ fn method_not_allowed(allowed: &str) -> HttpResponse {
     )
 }
 
-/// Percent-decodes a URL path (`+` stays `+`: it is a literal in paths).
-pub fn percent_decode_path(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    while i < bytes.len() {
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied().and_then(hex),
-            bytes.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push(h * 16 + l);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The ops function: API Gateway HTTP API (payload 2.0, ops authorizer) -> `handle_ops` -> JSON.
 pub async fn handle_apigw_ops(
     service: &OpsService,
@@ -1082,7 +1057,10 @@ pub async fn handle_apigw_ops(
         Ok(body) => {
             let ops = OpsRequest {
                 method: request.request_context.http.method.to_string(),
-                path: percent_decode_path(request.raw_path.as_deref().unwrap_or_default()),
+                path: crate::http::percent_decode(
+                    request.raw_path.as_deref().unwrap_or_default(),
+                    false,
+                ),
                 query: request
                     .query_string_parameters
                     .iter()
@@ -1432,7 +1410,7 @@ mod tests {
     #[test]
     fn paths_are_percent_decoded_without_turning_plus_into_space() {
         assert_eq!(
-            percent_decode_path("/v1/deliveries/demo/acme-eu/ACC-1/EXP%2F2+x%3A"),
+            crate::http::percent_decode("/v1/deliveries/demo/acme-eu/ACC-1/EXP%2F2+x%3A", false),
             "/v1/deliveries/demo/acme-eu/ACC-1/EXP/2+x:"
         );
     }

@@ -74,44 +74,19 @@ fn query_map(uri: &hyper::Uri) -> HashMap<String, String> {
         .filter(|p| !p.is_empty())
         .map(|pair| {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k), percent_decode(v))
+            (
+                feedsafe::http::percent_decode(k, true),
+                feedsafe::http::percent_decode(v, true),
+            )
         })
         .collect()
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied().and_then(hex),
-            bytes.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push(h * 16 + l);
-                i += 3;
-            }
-            (b'+', _, _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 async fn handle(services: Services, request: Request<Incoming>) -> Response<Full<Bytes>> {
     let method = request.method().as_str().to_owned();
     // `+` is a literal in paths (item keys and delivery ids may hold it); only queries use it
     // for a space.
-    let path = feedsafe::ops::percent_decode_path(request.uri().path());
+    let path = feedsafe::http::percent_decode(request.uri().path(), false);
     let query = query_map(request.uri());
     let headers: HashMap<String, String> = request
         .headers()
