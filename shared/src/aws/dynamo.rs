@@ -360,6 +360,27 @@ impl DynamoEvidenceStore {
     }
 }
 
+/// `Ok(true)` when the conditional write happened, `Ok(false)` when its condition refused it
+/// (an expected, final answer for idempotent writes), any other failure as `Unavailable`.
+pub(crate) fn conditional<O, E, R>(
+    result: Result<O, SdkError<E, R>>,
+    what: &'static str,
+) -> Result<bool, StoreError>
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match result {
+        Ok(_) => Ok(true),
+        Err(SdkError::ServiceError(e))
+            if e.err().code() == Some("ConditionalCheckFailedException") =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(unavailable(what)(e)),
+    }
+}
+
 pub(crate) fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
     StoreError::Invariant(format!("request does not build: {e}"))
 }
@@ -531,13 +552,8 @@ impl EvidenceStore for DynamoEvidenceStore {
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
-                Ok(())
-            }
-            Err(other) => Err(unavailable("put quarantine entry")(other)),
-        }
+        // An entry with this id is already there: idempotent, kept as is.
+        conditional(result, "put quarantine entry").map(|_| ())
     }
 }
 

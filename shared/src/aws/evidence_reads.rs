@@ -2,10 +2,10 @@
 //! writes (runs, source quarantines, identity corrections).
 
 use super::dynamo::{
-    build_error, correction_pk, decode, encode, item_history_pk, key, n, observation_item,
-    observation_pk, run_pk, s, source_quarantine_pk, unavailable, with_keys, DynamoEvidenceStore,
-    Item, GSI1, OPEN_RUNS_PK, RUN_PAGE_DELIVERY_PREFIX, SK_CORRECTION, SK_OBSERVATION, SK_REPLAY,
-    SK_RUN, SK_SOURCE_QUARANTINE,
+    build_error, conditional, correction_pk, decode, encode, item_history_pk, key, n,
+    observation_item, observation_pk, run_pk, s, source_quarantine_pk, unavailable, with_keys,
+    DynamoEvidenceStore, Item, GSI1, OPEN_RUNS_PK, RUN_PAGE_DELIVERY_PREFIX, SK_CORRECTION,
+    SK_OBSERVATION, SK_REPLAY, SK_RUN, SK_SOURCE_QUARANTINE,
 };
 use crate::connector::ConnectorConfig;
 use crate::hashing::{base64_decode, base64_encode};
@@ -130,14 +130,9 @@ impl DynamoEvidenceStore {
                     .expression_attribute_values(":now", s(now.to_rfc3339()))
                     .send()
                     .await;
-                match result {
-                    Ok(_) => {}
-                    Err(SdkError::ServiceError(e))
-                        if e.err().is_conditional_check_failed_exception() =>
-                    {
-                        continue
-                    }
-                    Err(e) => return Err(unavailable("mark run incomplete")(e)),
+                // Refused: the run is no longer RUNNING (another sweep or its last page won).
+                if !conditional(result, "mark run incomplete")? {
+                    continue;
                 }
             }
             if let Some(run) = self.run(run_id).await? {
@@ -293,13 +288,8 @@ impl RunWrites for DynamoEvidenceStore {
             .expression_attribute_values(":none", AttributeValue::L(vec![]))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
-                Ok(())
-            }
-            Err(e) => Err(unavailable("mark run complete")(e)),
-        }
+        // Refused: already COMPLETE (or no such run); nothing to do.
+        conditional(result, "mark run complete").map(|_| ())
     }
 }
 
@@ -496,13 +486,7 @@ impl DynamoEvidenceStore {
             }
             None => update.update_expression("SET #status = :to REMOVE resolution"),
         };
-        match update.send().await {
-            Ok(_) => Ok(true),
-            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
-                Ok(false)
-            }
-            Err(e) => Err(unavailable("resolve quarantine entry")(e)),
-        }
+        conditional(update.send().await, "resolve quarantine entry")
     }
 
     /// A quarantine entry (consistent read) with its `resolution` attribute, if any.

@@ -4,14 +4,13 @@
 //! |---|---|---|
 //! | `ITEM#{tenant}#{item}` | `SRC#{connector}#{source_account}` | `SRC#{tenant}#{connector}#{source_account}`, sk `item` |
 
-use super::dynamo::{decode, encode, key, s, unavailable, Item};
+use super::dynamo::{conditional, decode, encode, key, s, unavailable, Item};
 use crate::ids::TenantId;
 use crate::model::SourceRef;
 use crate::ports::StoreError;
 use crate::projection::{ProjectedOffer, ProjectionKey, ProjectionStore};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::Client;
 
 pub const BY_SOURCE: &str = "by_source";
@@ -59,13 +58,6 @@ impl DynamoProjectionStore {
     }
 }
 
-fn condition_failed<E, R>(e: &SdkError<E, R>) -> bool
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
-{
-    matches!(e, SdkError::ServiceError(s) if s.err().code() == Some("ConditionalCheckFailedException"))
-}
-
 #[async_trait]
 impl ProjectionStore for DynamoProjectionStore {
     async fn current(&self, k: &ProjectionKey) -> Result<Option<ProjectedOffer>, StoreError> {
@@ -100,11 +92,7 @@ impl ProjectionStore for DynamoProjectionStore {
                 .condition_expression("basis = :expected")
                 .expression_attribute_values(":expected", s(basis)),
         };
-        match put.send().await {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(unavailable("put projection row")(e)),
-        }
+        conditional(put.send().await, "put projection row")
     }
 
     async fn remove(&self, k: &ProjectionKey, expected: &str) -> Result<bool, StoreError> {
@@ -120,11 +108,7 @@ impl ProjectionStore for DynamoProjectionStore {
             .expression_attribute_values(":expected", s(expected))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(unavailable("delete projection row")(e)),
-        }
+        conditional(result, "delete projection row")
     }
 
     async fn offers(
