@@ -4,7 +4,8 @@
 //! - an HTTP server on 127.0.0.1 with the API routes (bearer tokens from `tokens.json`);
 //! - an SQS poller for the ingest queue with the template's batch size and the queue's
 //!   visibility timeout, partial batch responses, and moto's redrive after `maxReceiveCount`;
-//! - a DynamoDB Streams poller feeding the projector (failed records go to the on-failure queue);
+//! - a DynamoDB Streams poller feeding the projector (a record that keeps failing goes to the
+//!   on-failure queue; the stream moves past it only once that queue holds it);
 //! - a watcher turning new object versions under `drops/` into drop notifications;
 //! - the fake supplier export API, the pull schedule and the runs sweeper.
 
@@ -34,7 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -396,17 +397,36 @@ async fn stream_poller(
                         tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
                     }
                     Err(e) => {
-                        warn!(sequence = %sequence, error = %e, "projection gave up; record sent to the on-failure queue");
-                        if let Some(queue) = &failure_queue {
-                            let body = serde_json::json!({"sequence_number": sequence, "event_name": name, "error": e.to_string()});
-                            let _ = sqs
-                                .send_message()
-                                .queue_url(queue)
-                                .message_body(body.to_string())
-                                .send()
-                                .await;
+                        // The stream moves past a record only once the on-failure queue holds it;
+                        // without that (no queue, or the send failed) the record is retried, as
+                        // the Lambda event source does, rather than dropped.
+                        let parked = match &failure_queue {
+                            Some(queue) => {
+                                let body = serde_json::json!({"sequence_number": sequence, "event_name": name, "error": e.to_string()});
+                                match sqs
+                                    .send_message()
+                                    .queue_url(queue)
+                                    .message_body(body.to_string())
+                                    .send()
+                                    .await
+                                {
+                                    Ok(_) => true,
+                                    Err(send) => {
+                                        error!(sequence = %sequence, error = %feedsafe_error(&send), "on-failure queue refused the record; retrying it");
+                                        false
+                                    }
+                                }
+                            }
+                            None => false,
+                        };
+                        if parked {
+                            warn!(sequence = %sequence, error = %e, "projection gave up; record sent to the on-failure queue");
+                            break;
                         }
-                        break;
+                        if *stopped.borrow() {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }
             }
