@@ -373,6 +373,9 @@ impl IngestService {
     ) -> Result<IngestOutcome, IngestError> {
         let mut step = first;
         let mut round = 0;
+        // One attempt per message: once this message is counted on the record (by a probe, or
+        // by creating the record with `attempts: 1`), later probes only look.
+        let mut counted = false;
         loop {
             round += 1;
             if round > MAX_ROUNDS {
@@ -383,23 +386,26 @@ impl IngestService {
                 Step::Done(outcome) => return Ok(outcome),
                 Step::Probe(expected) => match self
                     .store
-                    .record_attempt(&d.key_text, &expected, d.now)
+                    .record_attempt(&d.key_text, &expected, !counted, d.now)
                     .await?
                 {
                     AttemptProbe::Absent => Step::Fresh(None),
                     AttemptProbe::Contended => Step::Backoff,
                     AttemptProbe::Expired(old) => Step::Fresh(Some(old)),
                     // A committed record points at an artifact verified before it committed.
-                    AttemptProbe::Counted(record) => match record.state {
-                        ReplayState::Committed => {
-                            info!(
-                                attempts = record.attempts,
-                                "replayed: stored result returned"
-                            );
-                            Step::Done(IngestOutcome::Replayed(DeliveryResult::of(&record)))
+                    AttemptProbe::Matches(record) => {
+                        counted = true;
+                        match record.state {
+                            ReplayState::Committed => {
+                                info!(
+                                    attempts = record.attempts,
+                                    "replayed: stored result returned"
+                                );
+                                Step::Done(IngestOutcome::Replayed(DeliveryResult::of(&record)))
+                            }
+                            ReplayState::Pending => Step::Resume(record),
                         }
-                        ReplayState::Pending => Step::Resume(record),
-                    },
+                    }
                     AttemptProbe::Differs(record) => {
                         let received = self.received_fingerprint(d, &record);
                         if received == record.fingerprint {
@@ -413,11 +419,15 @@ impl IngestService {
                 },
                 Step::Fresh(replacing) => {
                     self.verify_once(d, &mut verified).await?;
-                    self.store_fresh(d, replacing, None).await?
+                    let next = self.store_fresh(d, replacing, None).await?;
+                    counted |= created_the_record(&next);
+                    next
                 }
                 Step::FreshAfterDeletedRecord(epoch) => {
                     self.verify_once(d, &mut verified).await?;
-                    self.store_fresh(d, None, Some(epoch)).await?
+                    let next = self.store_fresh(d, None, Some(epoch)).await?;
+                    counted |= created_the_record(&next);
+                    next
                 }
                 Step::FindEpoch(taken) => {
                     let mut epoch = taken + 1;
@@ -806,6 +816,15 @@ impl IngestService {
             message: rejection.message,
         }))
     }
+}
+
+/// After `store_fresh`: whether this attempt's create transaction wrote the record (with
+/// `attempts: 1`), which counts the message.
+fn created_the_record(next: &Step) -> bool {
+    matches!(
+        next,
+        Step::Resume(_) | Step::Done(IngestOutcome::Committed(_))
+    )
 }
 
 /// Row ranges of each transaction. Up to 98 rows: one transaction (replay record, rows, run

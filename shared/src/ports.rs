@@ -21,8 +21,9 @@ pub enum StoreError {
 
 #[derive(Debug)]
 pub enum AttemptProbe {
-    /// A live record with the expected fingerprint; one more attempt was counted on it.
-    Counted(ReplayRecord),
+    /// A live record with the expected fingerprint; one more attempt was counted on it when the
+    /// probe asked to count.
+    Matches(ReplayRecord),
     /// A live record whose fingerprint differs from the one expected; nothing was changed.
     Differs(ReplayRecord),
     /// A record whose `expires_at` has passed (still present because TTL deletion lags).
@@ -86,13 +87,16 @@ pub enum ChunkOutcome {
 
 #[async_trait]
 pub trait EvidenceStore: Send + Sync {
-    /// Counts one attempt (attempts + 1, last_attempt_at = now) on the record under
-    /// `delivery_key` if it is unexpired at `now` and has fingerprint `expected`; otherwise
-    /// changes nothing and says why (`Differs`, `Expired`, `Absent`).
+    /// Looks at the record under `delivery_key`: `Matches` if it is unexpired at `now` and has
+    /// fingerprint `expected`, else says why not (`Differs`, `Expired`, `Absent`). With `count`,
+    /// a match also counts one attempt (attempts + 1, last_attempt_at = now) in the same
+    /// conditional write; without it, nothing is written (a consistent read). Nothing is ever
+    /// changed on a record that does not match.
     async fn record_attempt(
         &self,
         delivery_key: &str,
         expected: &Fingerprint,
+        count: bool,
         now: Timestamp,
     ) -> Result<AttemptProbe, StoreError>;
 

@@ -400,3 +400,50 @@ async fn an_existing_identical_artifact_is_reused_by_the_store() {
     ));
     assert_eq!(env.object_versions("raw/x").await.len(), 1);
 }
+
+/// Issue 8 item 10: the attempt counter counts deliveries (one per received message), not the
+/// protocol's internal re-probes. A resume that meets a conflicting writer backs off and probes
+/// the record again; that second probe must not count a second attempt.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_that_backs_off_and_probes_again_counts_its_delivery_once() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let body = big_page("EXP-401", 400);
+    let envelope = page_envelope(&acme, "EXP-401", 1, 1, &body);
+    let key = "acme/acme-eu/ACC-1/EXP-401/1";
+    let crashing = env.service_with(
+        Arc::new(SystemClock),
+        CrashOnce::at(CrashPoint::AfterChunk(2)),
+    );
+    crashing
+        .ingest_message(&envelope)
+        .await
+        .expect_err("the first delivery dies after chunk 2");
+    assert_eq!(env.replay(key).await.unwrap().attempts, 1);
+
+    // The second delivery of the message resumes, meets a conflict once, backs off, re-probes.
+    let contended = ContendedAdvanceOnce::new(env.store.clone());
+    let service = feedsafe::ingest::IngestService::new(
+        contended,
+        env.artifacts.clone(),
+        env.store.clone(),
+        Arc::new(SystemClock),
+        Arc::new(feedsafe::ports::NoFaults),
+    );
+    let outcome = service
+        .ingest_message(&envelope)
+        .await
+        .expect("the redelivery commits");
+    assert!(
+        matches!(outcome, IngestOutcome::Committed(_)),
+        "{outcome:?}"
+    );
+    let record = env.replay(key).await.unwrap();
+    assert_eq!(record.state, ReplayState::Committed);
+    assert_eq!(
+        record.attempts, 2,
+        "two deliveries of the message, whatever the number of internal probes"
+    );
+    assert_eq!(outcome.result().unwrap().attempts, 2);
+}

@@ -576,3 +576,62 @@ pub async fn spawn_stack(
     }
     stack
 }
+
+/// An evidence store that answers the first staged-chunk advance with `Contended` without
+/// writing it, as a transaction conflict with another worker would: the caller backs off and
+/// probes again. A test seam through the `EvidenceStore` port; everything else is the real store.
+pub struct ContendedAdvanceOnce {
+    pub inner: Arc<DynamoEvidenceStore>,
+    fired: AtomicBool,
+}
+
+impl ContendedAdvanceOnce {
+    pub fn new(inner: Arc<DynamoEvidenceStore>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            fired: AtomicBool::new(false),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl feedsafe::ports::EvidenceStore for ContendedAdvanceOnce {
+    async fn record_attempt(
+        &self,
+        delivery_key: &str,
+        expected: &feedsafe::fingerprint::Fingerprint,
+        count: bool,
+        now: Timestamp,
+    ) -> Result<feedsafe::ports::AttemptProbe, feedsafe::ports::StoreError> {
+        self.inner
+            .record_attempt(delivery_key, expected, count, now)
+            .await
+    }
+
+    async fn write_chunk(
+        &self,
+        chunk: &feedsafe::ports::ChunkWrite,
+        now: Timestamp,
+    ) -> Result<feedsafe::ports::ChunkOutcome, feedsafe::ports::StoreError> {
+        if matches!(chunk.replay, feedsafe::ports::ReplayAction::Advance { .. })
+            && !self.fired.swap(true, Ordering::SeqCst)
+        {
+            return Ok(feedsafe::ports::ChunkOutcome::Contended);
+        }
+        self.inner.write_chunk(chunk, now).await
+    }
+
+    async fn observation_exists(
+        &self,
+        id: &feedsafe::ids::ObservationId,
+    ) -> Result<bool, feedsafe::ports::StoreError> {
+        self.inner.observation_exists(id).await
+    }
+
+    async fn put_quarantine(
+        &self,
+        entry: &QuarantineEntry,
+    ) -> Result<(), feedsafe::ports::StoreError> {
+        self.inner.put_quarantine(entry).await
+    }
+}

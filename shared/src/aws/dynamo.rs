@@ -391,8 +391,18 @@ impl EvidenceStore for DynamoEvidenceStore {
         &self,
         delivery_key: &str,
         expected: &Fingerprint,
+        count: bool,
         now: Timestamp,
     ) -> Result<AttemptProbe, StoreError> {
+        if !count {
+            // This message's attempt is already counted: look, do not write.
+            return Ok(match self.replay_record(delivery_key).await? {
+                None => AttemptProbe::Absent,
+                Some(record) if record.is_expired_at(now) => AttemptProbe::Expired(record),
+                Some(record) if record.fingerprint != *expected => AttemptProbe::Differs(record),
+                Some(record) => AttemptProbe::Matches(record),
+            });
+        }
         let result = self
             .client
             .update_item()
@@ -415,7 +425,7 @@ impl EvidenceStore for DynamoEvidenceStore {
                 let item = out.attributes.ok_or_else(|| {
                     StoreError::Invariant("UpdateItem returned no attributes".into())
                 })?;
-                Ok(AttemptProbe::Counted(decode(item)?))
+                Ok(AttemptProbe::Matches(decode(item)?))
             }
             Err(SdkError::ServiceError(e)) => match e.into_err() {
                 UpdateItemError::ConditionalCheckFailedException(failed) => match failed.item {
