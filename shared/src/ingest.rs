@@ -547,7 +547,7 @@ impl IngestService {
                 (None, None) => None,
             },
         };
-        let observations = self.observations(&record, &d.rows);
+        let observations = self.observations(&record, &d.rows, d.now);
         let chunk = ChunkWrite {
             token: transaction_token(&record, 0, d.nonce),
             replay: ReplayAction::Create {
@@ -588,7 +588,7 @@ impl IngestService {
     /// Writes the chunks a `PENDING` record still lacks; the last one commits the delivery.
     async fn resume(&self, d: &Delivery, mut record: ReplayRecord) -> Result<Step, IngestError> {
         let rows = self.rows_for(d, &record)?;
-        let observations = self.observations(&record, &rows);
+        let observations = self.observations(&record, &rows, d.now);
         let plan = chunk_plan(rows.len());
         if plan.len() as u32 != record.chunks_total {
             return Err(StoreError::Invariant(format!(
@@ -681,7 +681,12 @@ impl IngestService {
         Ok(rows)
     }
 
-    fn observations(&self, record: &ReplayRecord, rows: &[NormalizedRow]) -> Vec<Observation> {
+    fn observations(
+        &self,
+        record: &ReplayRecord,
+        rows: &[NormalizedRow],
+        now: Timestamp,
+    ) -> Vec<Observation> {
         rows.iter()
             .zip(&record.observation_ids)
             .enumerate()
@@ -713,6 +718,8 @@ impl IngestService {
                 superseded_by: None,
                 supersedes: None,
                 correction_id: None,
+                normalized_item: Some(row.item.key()),
+                recorded_at: Some(now),
             })
             .collect()
     }

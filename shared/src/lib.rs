@@ -10,6 +10,8 @@ pub mod drops;
 pub mod envelope;
 #[cfg(feature = "local")]
 pub mod fake_supplier;
+#[cfg(feature = "local")]
+pub mod fidelity;
 pub mod fingerprint;
 pub mod hashing;
 pub mod http;

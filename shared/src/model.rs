@@ -135,9 +135,23 @@ pub struct Observation {
     pub supersedes: Option<ObservationId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correction_id: Option<String>,
+    /// The item key the row normalized to, before any identity correction. Corrections are
+    /// rules on this key; it never changes along a chain of superseding copies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalized_item: Option<String>,
+    /// When this observation was written (the attempt's clock; a superseding copy: when the
+    /// correction wrote it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_at: Option<Timestamp>,
 }
 
 impl Observation {
+    /// The item key the row normalized to (older observations without the field: their item,
+    /// which they were stored under before any correction).
+    pub fn normalized_item(&self) -> &str {
+        self.normalized_item.as_deref().unwrap_or(&self.item)
+    }
+
     /// `{observed_at fixed-width}#{observation_id}`: orders observations like the projection rule
     /// (greatest `observed_at`, then greatest `observation_id`).
     pub fn basis(&self) -> String {

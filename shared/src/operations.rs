@@ -92,6 +92,8 @@ pub async fn correct_identity(
             supersedes: Some(old.observation_id.clone()),
             correction_id: Some(correction_id.clone()),
             superseded_by: None,
+            normalized_item: Some(old.normalized_item().to_owned()),
+            recorded_at: Some(now),
             ..old.clone()
         };
         if store.supersede(&old, &new).await? {

@@ -327,33 +327,23 @@ impl Projector {
             let done = match (current, winner) {
                 (None, None) => true,
                 (None, Some(w)) => self.projection.replace(&offer(w), None).await?,
-                (Some(c), None) => self.projection.remove(key, &c.basis).await?,
-                (Some(c), Some(w)) => {
-                    let basis = w.basis();
-                    if basis == c.basis {
-                        if c.observation == w {
-                            true
-                        } else {
-                            self.projection.replace(&offer(w), Some(&c.basis)).await?
-                        }
-                    } else if basis > c.basis {
-                        self.projection.replace(&offer(w), Some(&c.basis)).await?
+                (Some(c), Some(w)) if w.basis() == c.basis => {
+                    c.observation == w || self.projection.replace(&offer(w), Some(&c.basis)).await?
+                }
+                (Some(c), Some(w)) if w.basis() > c.basis => {
+                    self.projection.replace(&offer(w), Some(&c.basis)).await?
+                }
+                // The winner found is older than the current row, or there is none: the current
+                // row may be a newer claim the (eventually consistent) index does not show yet.
+                // It is kept unless it is no longer eligible itself.
+                (Some(c), winner) => {
+                    if self.still_eligible(&c, &mut eligibility).await? {
+                        debug!(item = %key.item, "kept a current row the index does not show yet");
+                        true
                     } else {
-                        // Backwards only if the current observation lost its eligibility; a
-                        // newer row the index does not show yet must stay.
-                        let fresh = self
-                            .reads
-                            .observation(c.observation.observation_id.as_str())
-                            .await?;
-                        let still_eligible = match &fresh {
-                            Some(o) => eligibility.check(o).await? == Visibility::Eligible,
-                            None => false,
-                        };
-                        if still_eligible {
-                            debug!(item = %key.item, "kept a newer current row the index does not show yet");
-                            true
-                        } else {
-                            self.projection.replace(&offer(w), Some(&c.basis)).await?
+                        match winner {
+                            Some(w) => self.projection.replace(&offer(w), Some(&c.basis)).await?,
+                            None => self.projection.remove(key, &c.basis).await?,
                         }
                     }
                 }
@@ -367,6 +357,22 @@ impl Projector {
             key.item,
             key.source.connector
         )))
+    }
+
+    /// Whether the observation of a projection row is still eligible (a fresh, consistent read).
+    async fn still_eligible(
+        &self,
+        row: &ProjectedOffer,
+        eligibility: &mut Eligibility<'_>,
+    ) -> Result<bool, StoreError> {
+        match self
+            .reads
+            .observation(row.observation.observation_id.as_str())
+            .await?
+        {
+            Some(o) => Ok(eligibility.check(&o).await? == Visibility::Eligible),
+            None => Ok(false),
+        }
     }
 
     async fn find_winner(

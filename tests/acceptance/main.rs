@@ -8,6 +8,7 @@ mod ingest;
 mod intake;
 mod ops;
 mod projection;
+mod projection_lag;
 mod read_path;
 mod request_budget;
 mod template;

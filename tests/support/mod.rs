@@ -635,3 +635,188 @@ impl feedsafe::ports::EvidenceStore for ContendedAdvanceOnce {
         self.inner.put_quarantine(entry).await
     }
 }
+
+/// A clock the test sets: frozen at an instant until moved.
+pub struct SettableClock(std::sync::Mutex<Timestamp>);
+
+impl SettableClock {
+    pub fn at(at: Timestamp) -> Arc<Self> {
+        Arc::new(Self(std::sync::Mutex::new(at)))
+    }
+    pub fn set(&self, at: Timestamp) {
+        *self.0.lock().unwrap() = at;
+    }
+}
+
+impl Clock for SettableClock {
+    fn now(&self) -> Timestamp {
+        *self.0.lock().unwrap()
+    }
+}
+
+/// A small seeded generator for test interleavings (xorshift64*); the seed is printed by the
+/// tests that use it so that any failure can be replayed exactly.
+pub struct TestRng(u64);
+
+impl TestRng {
+    pub fn seeded(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i + 1);
+            items.swap(i, j);
+        }
+    }
+}
+
+/// A seed from `FEEDSAFE_SEED`, else from the clock.
+pub fn test_seed() -> u64 {
+    std::env::var("FEEDSAFE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        })
+}
+
+/// The observation id in a projection basis (`{observed_at}#{observation_id}`).
+fn basis_observation(basis: &str) -> String {
+    basis.rsplit('#').next().unwrap_or_default().to_owned()
+}
+
+/// Every removal and replacement of a projection row, for tests that must prove a row was
+/// never dropped or rolled back. Wraps the real projection table.
+pub struct RecordingProjection {
+    pub inner: Arc<feedsafe::aws::projection_table::DynamoProjectionStore>,
+    /// (item, removed observation id)
+    pub removed: std::sync::Mutex<Vec<(String, String)>>,
+    /// (item, previous observation id, new observation id)
+    pub replaced: std::sync::Mutex<Vec<(String, String, String)>>,
+}
+
+impl RecordingProjection {
+    pub fn new(inner: Arc<feedsafe::aws::projection_table::DynamoProjectionStore>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            removed: Default::default(),
+            replaced: Default::default(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl feedsafe::projection::ProjectionStore for RecordingProjection {
+    async fn current(
+        &self,
+        key: &feedsafe::projection::ProjectionKey,
+    ) -> Result<Option<feedsafe::projection::ProjectedOffer>, feedsafe::ports::StoreError> {
+        self.inner.current(key).await
+    }
+
+    async fn replace(
+        &self,
+        offer: &feedsafe::projection::ProjectedOffer,
+        expected: Option<&str>,
+    ) -> Result<bool, feedsafe::ports::StoreError> {
+        let done = self.inner.replace(offer, expected).await?;
+        if let (true, Some(before)) = (done, expected) {
+            self.replaced.lock().unwrap().push((
+                offer.observation.item.clone(),
+                basis_observation(before),
+                offer.observation.observation_id.to_string(),
+            ));
+        }
+        Ok(done)
+    }
+
+    async fn remove(
+        &self,
+        key: &feedsafe::projection::ProjectionKey,
+        expected: &str,
+    ) -> Result<bool, feedsafe::ports::StoreError> {
+        let done = self.inner.remove(key, expected).await?;
+        if done {
+            self.removed
+                .lock()
+                .unwrap()
+                .push((key.item.clone(), basis_observation(expected)));
+        }
+        Ok(done)
+    }
+
+    async fn offers(
+        &self,
+        tenant: &TenantId,
+        item: &str,
+    ) -> Result<Vec<feedsafe::projection::ProjectedOffer>, feedsafe::ports::StoreError> {
+        self.inner.offers(tenant, item).await
+    }
+
+    async fn items_of_source(
+        &self,
+        source: &feedsafe::model::SourceRef,
+    ) -> Result<Vec<String>, feedsafe::ports::StoreError> {
+        self.inner.items_of_source(source).await
+    }
+}
+
+impl TestEnv {
+    /// Reads the stream until it is quiet and returns every record without applying any.
+    pub async fn collect(
+        &self,
+        stream: &mut feedsafe::local::StreamReader,
+    ) -> Vec<feedsafe::local::StreamRecordImages> {
+        let mut all = Vec::new();
+        let mut quiet = 0;
+        while quiet < 2 {
+            let records = stream.poll().await.expect("poll stream");
+            if records.is_empty() {
+                quiet += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+            quiet = 0;
+            all.extend(records);
+        }
+        all
+    }
+
+    /// Another, empty projection table shaped like the template's (for side-by-side projections).
+    pub async fn extra_projection_table(
+        &self,
+    ) -> Arc<feedsafe::aws::projection_table::DynamoProjectionStore> {
+        let mut spec = read_template(&template_path()).expect("template.yaml parses");
+        spec.tables.retain(|t| t.logical_id == "ProjectionTable");
+        spec.queues.clear();
+        spec.buckets.clear();
+        let created = create_resources(
+            &self.clients,
+            &spec,
+            &CreateOptions {
+                prefix: unique_prefix(),
+                ttl: false,
+            },
+        )
+        .await
+        .expect("projection table created");
+        Arc::new(feedsafe::aws::projection_table::DynamoProjectionStore::new(
+            self.clients.dynamodb.clone(),
+            created.table("ProjectionTable").expect("table"),
+        ))
+    }
+}
