@@ -8,7 +8,7 @@
 
 use crate::connector::ConnectorConfig;
 use crate::ids::{ConnectorId, ObservationId, TenantId};
-use crate::model::{Observation, ReplayRecord, Run, SourceQuarantine, SourceRef};
+use crate::model::{Observation, ReplayRecord, Run, RunPages, SourceQuarantine, SourceRef};
 use crate::ports::{Clock, StoreError};
 use crate::projection::{EvidenceReads, HistoryPage};
 use async_trait::async_trait;
@@ -59,8 +59,8 @@ impl EvidenceReads for LaggingIndex {
         self.inner.run(run_id).await
     }
 
-    async fn run_delivery_keys(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
-        self.inner.run_delivery_keys(run_id).await
+    async fn run_pages(&self, run_id: &str) -> Result<RunPages, StoreError> {
+        self.inner.run_pages(run_id).await
     }
 
     async fn connector_config(

@@ -178,8 +178,13 @@ pub struct ObservationId(String);
 
 impl ObservationId {
     pub fn derive(key: &DeliveryKey, epoch: u32, row_index: usize) -> Self {
+        Self::derive_for(&key.as_string(), epoch, row_index)
+    }
+
+    /// `derive` from the delivery key's text (`{tenant}/{connector}/{account}/{id}`).
+    pub fn derive_for(delivery_key: &str, epoch: u32, row_index: usize) -> Self {
         let digest = crate::hashing::sha256(
-            format!("observation\n{}\n{epoch}\n{row_index}", key.as_string()).as_bytes(),
+            format!("observation\n{delivery_key}\n{epoch}\n{row_index}").as_bytes(),
         );
         Self(format!(
             "obs_{}",

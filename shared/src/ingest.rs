@@ -919,6 +919,8 @@ fn run_page(record: &ReplayRecord, at: Timestamp) -> Option<RunPageUpdate> {
         page: run.page,
         page_count: run.page_count,
         delivery_key: record.delivery_key.clone(),
+        epoch: record.epoch,
+        observation_count: record.observation_ids.len() as u32,
         at,
     })
 }

@@ -486,7 +486,10 @@ impl StreamReader {
             .behavior_version(aws_config::BehaviorVersion::latest())
             .http_client(crate::aws::http_client())
             .credentials_provider(aws_credential_types::Credentials::from_keys(
-                crate::aws::LOCAL_ACCESS_KEY_ID,
+                clients
+                    .local_access_key
+                    .as_deref()
+                    .unwrap_or(crate::aws::LOCAL_ACCESS_KEY_ID),
                 crate::aws::LOCAL_SECRET_ACCESS_KEY,
                 None,
             ))

@@ -230,7 +230,9 @@ pub struct CommitMarker {
     pub committed_at: Timestamp,
 }
 
-/// Marks one page of a run as committed, inside the page's final transaction.
+/// Marks one page of a run as committed, inside the page's final transaction: it is written as
+/// the page's own record (`RunPageRecord`), never as an update of the run item, so the pages
+/// of one run share no item and a run's item does not grow with its page count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunPageUpdate {
     pub run_id: RunId,
@@ -239,7 +241,42 @@ pub struct RunPageUpdate {
     pub page: u32,
     pub page_count: Option<u32>,
     pub delivery_key: String,
+    pub epoch: u32,
+    pub observation_count: u32,
     pub at: Timestamp,
+}
+
+/// One committed page of a run (`RUN#{run_id}` / `PAGE#{page:06}`), written in the page's final
+/// transaction. Its observation ids are `ObservationId::derive(delivery_key, epoch, 0..count)`,
+/// so the page can be projected without the delivery's replay record (which expires).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunPageRecord {
+    pub run_id: RunId,
+    pub tenant: TenantId,
+    pub connector: ConnectorId,
+    pub page: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_count: Option<u32>,
+    pub delivery_key: String,
+    pub epoch: u32,
+    pub observation_count: u32,
+    pub committed_at: Timestamp,
+}
+
+impl From<&RunPageUpdate> for RunPageRecord {
+    fn from(u: &RunPageUpdate) -> Self {
+        Self {
+            run_id: u.run_id.clone(),
+            tenant: u.tenant.clone(),
+            connector: u.connector.clone(),
+            page: u.page,
+            page_count: u.page_count,
+            delivery_key: u.delivery_key.clone(),
+            epoch: u.epoch,
+            observation_count: u.observation_count,
+            committed_at: u.at,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -254,8 +291,14 @@ pub enum RunStatus {
     Incomplete,
 }
 
-/// An ingestion run: which connector and credential reference it used, which pages it requested,
-/// which committed, and whether it completed.
+/// At most this many missing pages are listed on an `INCOMPLETE` run item (`missing_count`
+/// says how many there are); the ops route lists them all from the page records.
+pub const MAX_LISTED_MISSING_PAGES: usize = 1000;
+
+/// An ingestion run: which connector and credential reference it used, how many pages it
+/// requested (`1..=page_count`) and whether it completed. The committed pages are their own
+/// records (`RunPageRecord`); this item holds nothing per page, so its size is bounded whatever
+/// the page count.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {
     pub run_id: RunId,
@@ -272,31 +315,56 @@ pub struct Run {
     /// Unix seconds after which the sweeper marks the run `INCOMPLETE` if pages are missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<i64>,
-    #[serde(default)]
-    pub pages_requested: std::collections::BTreeSet<u32>,
-    #[serde(default)]
-    pub pages_committed: std::collections::BTreeSet<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_count: Option<u32>,
+    /// Committed pages the projector has counted: a hint (stream redelivery may count a page
+    /// twice) that says when to count the page records exactly.
+    #[serde(default)]
+    pub pages_seen: u32,
+    /// On an `INCOMPLETE` run: the first `MAX_LISTED_MISSING_PAGES` missing pages.
     #[serde(default)]
     pub missing_pages: Vec<u32>,
+    #[serde(default)]
+    pub missing_count: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<Timestamp>,
     pub updated_at: Timestamp,
 }
 
-impl Run {
+/// What starting (or re-announcing) a run found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStart {
+    /// The run is new or still `RUNNING`: its pages are expected.
+    Open,
+    /// The run is already settled (`COMPLETE` or `INCOMPLETE`) and was left untouched.
+    Closed {
+        status: RunStatus,
+        committed: std::collections::BTreeSet<u32>,
+    },
+}
+
+/// The committed pages of a run, read from its page records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunPages {
+    pub pages: Vec<RunPageRecord>,
+}
+
+impl RunPages {
+    pub fn committed(&self) -> std::collections::BTreeSet<u32> {
+        self.pages.iter().map(|p| p.page).collect()
+    }
+
     /// Pages of `1..=page_count` not committed yet (empty when the count is unknown).
-    pub fn pages_missing(&self) -> Vec<u32> {
-        let count = self.page_count.unwrap_or(0);
-        (1..=count)
-            .filter(|p| !self.pages_committed.contains(p))
+    pub fn missing(&self, page_count: Option<u32>) -> Vec<u32> {
+        let committed = self.committed();
+        (1..=page_count.unwrap_or(0))
+            .filter(|p| !committed.contains(p))
             .collect()
     }
 
-    /// All pages committed: the condition of `on_run_complete` publication.
-    pub fn all_pages_committed(&self) -> bool {
-        self.page_count.is_some_and(|count| count > 0) && self.pages_missing().is_empty()
+    /// Every page of `1..=page_count` committed.
+    pub fn all_committed(&self, page_count: Option<u32>) -> bool {
+        page_count.is_some_and(|count| count > 0) && self.missing(page_count).is_empty()
     }
 }
 

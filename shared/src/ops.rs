@@ -469,7 +469,8 @@ impl OpsService {
         self.delivery_artifact(principal, target).await
     }
 
-    /// `GET /v1/runs/{run_id}`.
+    /// `GET /v1/runs/{run_id}`: the run, the pages it requested, committed and misses, and the
+    /// delivery that committed each page (from the page records).
     async fn run(&self, principal: &Principal, run_id: &str) -> OpsResult {
         let not_found = || OpsError::NotFound(format!("run {run_id} not found"));
         let id = RunId::parse(run_id).map_err(|_| not_found())?;
@@ -477,11 +478,20 @@ impl OpsService {
             .await?
             .filter(|r| r.tenant == principal.tenant)
             .ok_or_else(not_found)?;
-        let deliveries = self.evidence.run_delivery_keys(id.as_str()).await?;
+        let pages = self.evidence.run_pages(id.as_str()).await?;
         let mut body = to_json(&run);
-        body["pages_missing"] = json!(run.pages_missing());
-        body["all_pages_committed"] = json!(run.all_pages_committed());
-        body["delivery_keys"] = json!(deliveries);
+        body["pages_requested"] = json!(match (run.status, run.page_count) {
+            (Some(_), Some(count)) => (1..=count).collect::<Vec<u32>>(),
+            _ => Vec::new(),
+        });
+        body["pages_committed"] = json!(pages.committed());
+        body["pages_missing"] = json!(pages.missing(run.page_count));
+        body["all_pages_committed"] = json!(pages.all_committed(run.page_count));
+        body["delivery_keys"] = json!(pages
+            .pages
+            .iter()
+            .map(|p| p.delivery_key.as_str())
+            .collect::<Vec<_>>());
         Ok((200, body))
     }
 

@@ -14,7 +14,7 @@ use crate::envelope::RunPage;
 use crate::hashing::sha256_hex;
 use crate::ids::{ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceDeliveryId};
 use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
-use crate::model::Run;
+use crate::model::{Run, RunStart, RunStatus};
 use crate::ports::{Clock, ConnectorDirectory, StoreError};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -33,16 +33,17 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// The delivery identity basis of an export page.
 pub const EXPORT_PAGE_BASIS: &str = "export_page";
 
-/// Where runs are recorded. `start_run` MUST be idempotent: starting a run that exists keeps its
-/// status and committed pages and adds the pages requested.
+/// Where runs are recorded. `start_run` MUST be idempotent: starting a run that is open keeps
+/// its committed pages; a run that is already `COMPLETE` or `INCOMPLETE` MUST be left untouched
+/// (not reopened) and reported `Closed` with its committed pages.
 #[async_trait]
 pub trait RunLedger: Send + Sync {
-    async fn start_run(&self, run: &Run) -> Result<(), StoreError>;
+    async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError>;
 }
 
 #[async_trait]
 impl RunLedger for DynamoEvidenceStore {
-    async fn start_run(&self, run: &Run) -> Result<(), StoreError> {
+    async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError> {
         DynamoEvidenceStore::start_run(self, run).await
     }
 }
@@ -164,6 +165,11 @@ pub struct PullReport {
     pub enqueued: Vec<u32>,
     /// Pages not enqueued, with the reason; the run stays incomplete until they are.
     pub failed: Vec<(u32, String)>,
+    /// Set when the export's run was already settled: `COMPLETE` (nothing is enqueued again)
+    /// or `INCOMPLETE` (only its missing pages are fetched and enqueued; it stays INCOMPLETE
+    /// until they commit, which completes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_was: Option<RunStatus>,
 }
 
 /// The fields of an export page the poller reads; the rows are ingest's business.
@@ -304,25 +310,47 @@ impl PullService {
             credential_ref: Some(settings.credential_ref.clone()),
             started_at: Some(now),
             deadline: Some(now.unix_seconds().saturating_add(deadline_seconds)),
-            pages_requested: (1..=page_count).collect(),
-            pages_committed: Default::default(),
             page_count: Some(page_count),
+            pages_seen: 0,
             missing_pages: Vec::new(),
+            missing_count: 0,
             completed_at: None,
             updated_at: now,
         };
-        self.ledger.start_run(&run).await?;
-        info!(page_count, "run started");
-
         let mut report = PullReport {
             run_id,
             export_id,
             page_count,
             enqueued: Vec::new(),
             failed: Vec::new(),
+            run_was: None,
         };
-        let mut first = Some(first);
-        for page in 1..=page_count {
+        // A settled run is never reopened: a complete export is not enqueued again (each page
+        // would only replay), an incomplete one gets its missing pages only.
+        let wanted: Vec<u32> = match self.ledger.start_run(&run).await? {
+            RunStart::Open => {
+                info!(page_count, "run started");
+                (1..=page_count).collect()
+            }
+            RunStart::Closed { status, committed } => {
+                report.run_was = Some(status);
+                let missing: Vec<u32> = (1..=page_count)
+                    .filter(|p| !committed.contains(p))
+                    .collect();
+                info!(
+                    ?status,
+                    missing = missing.len(),
+                    "run already settled; only its missing pages are pulled"
+                );
+                if status == RunStatus::Complete {
+                    Vec::new()
+                } else {
+                    missing
+                }
+            }
+        };
+        let mut first = Some(first).filter(|_| wanted.first() == Some(&1));
+        for page in wanted {
             let body = match first.take() {
                 Some(body) => body,
                 None => match self.fetch_with_retries(settings, page).await {
@@ -519,6 +547,8 @@ pub(crate) mod fakes {
         pub runs: Mutex<Vec<Run>>,
         pub envelopes: Mutex<Vec<DeliveryEnvelope>>,
         pub events: Mutex<Vec<String>>,
+        /// What the ledger answers `start_run` with (default: `Open`).
+        pub closed: Mutex<Option<RunStart>>,
     }
 
     impl Journal {
@@ -543,14 +573,20 @@ pub(crate) mod fakes {
 
     #[async_trait]
     impl RunLedger for Ledger {
-        async fn start_run(&self, run: &Run) -> Result<(), StoreError> {
+        async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError> {
             self.0
                 .events
                 .lock()
                 .unwrap()
                 .push(format!("start {}", run.run_id));
             self.0.runs.lock().unwrap().push(run.clone());
-            Ok(())
+            Ok(self
+                .0
+                .closed
+                .lock()
+                .unwrap()
+                .clone()
+                .unwrap_or(RunStart::Open))
         }
     }
 
@@ -749,8 +785,7 @@ mod tests {
         assert_eq!(run.credential_ref.as_deref(), Some("acme-eu/export-token"));
         assert_eq!(run.started_at, Some(now));
         assert_eq!(run.deadline, Some(now.unix_seconds() + 900));
-        assert_eq!(run.pages_requested, (1..=3).collect());
-        assert_eq!(run.page_count, Some(3));
+        assert_eq!(run.page_count, Some(3), "pages 1..=3 are requested");
         assert_eq!(run.tenant.as_str(), "demo");
         // The run is recorded before any page is enqueued.
         assert_eq!(
@@ -796,7 +831,7 @@ mod tests {
         assert_eq!(source.calls(3), 3, "max_attempts bounds the attempts");
         assert_eq!(h.journal.envelopes().len(), 2);
         // The run still requests all three pages, so the sweeper names page 3.
-        assert_eq!(h.journal.runs()[0].pages_requested, (1..=3).collect());
+        assert_eq!(h.journal.runs()[0].page_count, Some(3));
     }
 
     #[tokio::test]
@@ -822,6 +857,29 @@ mod tests {
         assert_eq!(keys[3..], first_keys[..]);
         let runs = h.journal.runs();
         assert_eq!(runs[0].run_id, runs[1].run_id);
+    }
+
+    #[tokio::test]
+    async fn a_complete_run_is_not_pulled_again_and_an_incomplete_one_only_for_its_missing_pages() {
+        let (h, source) = harness(ScriptedSource::export("EXP-8821", 3), 3);
+        *h.journal.closed.lock().unwrap() = Some(RunStart::Closed {
+            status: RunStatus::Complete,
+            committed: (1..=3).collect(),
+        });
+        let report = h.service.run_connector(&acme()).await.unwrap();
+        assert_eq!(report.run_was, Some(RunStatus::Complete));
+        assert!(report.enqueued.is_empty(), "{report:?}");
+        assert!(h.journal.envelopes().is_empty());
+        assert_eq!(source.calls(2), 0, "no page beyond the first is fetched");
+
+        *h.journal.closed.lock().unwrap() = Some(RunStart::Closed {
+            status: RunStatus::Incomplete,
+            committed: [1, 3].into(),
+        });
+        let report = h.service.run_connector(&acme()).await.unwrap();
+        assert_eq!(report.run_was, Some(RunStatus::Incomplete));
+        assert_eq!(report.enqueued, vec![2]);
+        assert_eq!(h.journal.keys(), vec!["demo/acme-eu/ACC-1/EXP-8821/2"]);
     }
 
     #[tokio::test]

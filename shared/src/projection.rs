@@ -5,7 +5,9 @@
 
 use crate::connector::{ConnectorConfig, Publication};
 use crate::ids::{ConnectorId, ObservationId, TenantId};
-use crate::model::{Observation, ReplayRecord, Run, SourceQuarantine, SourceRef};
+use crate::model::{
+    Observation, ReplayRecord, Run, RunPageRecord, RunPages, RunStatus, SourceQuarantine, SourceRef,
+};
 use crate::ports::StoreError;
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
@@ -34,9 +36,10 @@ pub trait EvidenceReads: Send + Sync {
         delivery_key: &str,
         epoch: u32,
     ) -> Result<bool, StoreError>;
+    /// The run's own item (status, page count); its pages are `run_pages`.
     async fn run(&self, run_id: &str) -> Result<Option<Run>, StoreError>;
-    /// Delivery keys of the committed pages of a run.
-    async fn run_delivery_keys(&self, run_id: &str) -> Result<Vec<String>, StoreError>;
+    /// The committed pages of a run (consistent).
+    async fn run_pages(&self, run_id: &str) -> Result<RunPages, StoreError>;
     async fn connector_config(
         &self,
         id: &ConnectorId,
@@ -192,11 +195,12 @@ impl<'a> Eligibility<'a> {
             let run = self.reads.run(run_id.as_str()).await?;
             self.runs.insert(run_id.to_string(), run);
         }
+        // Published when the projector marked the run COMPLETE (after counting its pages).
         Ok(self
             .runs
             .get(run_id.as_str())
             .and_then(|r| r.as_ref())
-            .is_some_and(Run::all_pages_committed))
+            .is_some_and(|r| r.status == Some(RunStatus::Complete)))
     }
 
     pub async fn check(&mut self, observation: &Observation) -> Result<Visibility, StoreError> {
@@ -223,8 +227,10 @@ pub enum EvidenceChange {
     Observation(Box<Observation>),
     /// A delivery's replay record reached `COMMITTED` (or was written committed).
     DeliveryCommitted(Vec<ObservationId>),
-    /// A run changed (pages committed, status).
-    Run(Box<Run>),
+    /// A page of a run committed (its page record was written).
+    RunPage(Box<RunPageRecord>),
+    /// A run reached `COMPLETE`.
+    RunCompleted(Box<Run>),
     /// A source quarantine was set or lifted.
     SourceQuarantine(SourceRef),
     /// Nothing the projection depends on (TTL deletions, quarantine entries, connectors...).
@@ -241,8 +247,13 @@ pub struct Projector {
 /// Run state transitions the projector performs when pages complete.
 #[async_trait]
 pub trait RunWrites: Send + Sync {
-    /// Marks the run `COMPLETE` if every page committed; idempotent.
-    async fn mark_complete(&self, run: &Run, at: Timestamp) -> Result<(), StoreError>;
+    /// Counts `new_pages` more committed pages on the run item (creating it for a run nobody
+    /// started) and returns the item. The count is a hint: stream redelivery may count a page
+    /// twice. MUST refuse (`Invariant`) a page whose tenant or connector differs from the run's.
+    async fn note_pages(&self, page: &RunPageRecord, new_pages: u32) -> Result<Run, StoreError>;
+    /// Marks the run `COMPLETE` (and takes it out of the open-runs index); false, changing
+    /// nothing, when it already is or does not exist.
+    async fn mark_complete(&self, run_id: &str, at: Timestamp) -> Result<bool, StoreError>;
 }
 
 const MAX_RECOMPUTE_ROUNDS: usize = 8;
@@ -278,20 +289,38 @@ impl Projector {
                         .push(observation);
                 }
             }
-            EvidenceChange::Run(run) => {
-                if run.all_pages_committed() {
-                    if run.status != Some(crate::model::RunStatus::Complete) {
-                        self.runs.mark_complete(run, Timestamp::now()).await?;
-                    }
-                    for delivery_key in self.reads.run_delivery_keys(run.run_id.as_str()).await? {
-                        if let Some(record) = self.reads.replay_record(&delivery_key).await? {
-                            for observation in
-                                self.reads.observations(&record.observation_ids).await?
-                            {
-                                keys.entry(ProjectionKey::of(&observation))
-                                    .or_default()
-                                    .push(observation);
-                            }
+            EvidenceChange::RunPage(page) => {
+                let run = self.runs.note_pages(page, 1).await?;
+                if run.status != Some(RunStatus::Complete)
+                    && run.page_count.is_some_and(|count| run.pages_seen >= count)
+                    && self
+                        .reads
+                        .run_pages(run.run_id.as_str())
+                        .await?
+                        .all_committed(run.page_count)
+                {
+                    self.runs
+                        .mark_complete(run.run_id.as_str(), Timestamp::now())
+                        .await?;
+                }
+            }
+            EvidenceChange::RunCompleted(run) => {
+                // Pages of a per-page connector were projected as they committed; those of an
+                // on_run_complete connector become eligible now.
+                let policy = self
+                    .reads
+                    .connector_config(&run.connector)
+                    .await?
+                    .map_or(Publication::PerPage, |c| c.publication);
+                if policy == Publication::OnRunComplete {
+                    for page in self.reads.run_pages(run.run_id.as_str()).await?.pages {
+                        let ids: Vec<ObservationId> = (0..page.observation_count as usize)
+                            .map(|i| ObservationId::derive_for(&page.delivery_key, page.epoch, i))
+                            .collect();
+                        for observation in self.reads.observations(&ids).await? {
+                            keys.entry(ProjectionKey::of(&observation))
+                                .or_default()
+                                .push(observation);
                         }
                     }
                 }

@@ -1,7 +1,9 @@
 //! Evidence-table stream records -> `EvidenceChange`. Shared by the projector Lambda (DynamoDB
 //! event source) and the local stack's stream poller, so both see the same meaning.
 
-use crate::model::{Observation, ReplayRecord, ReplayState, Run, SourceQuarantine};
+use crate::model::{
+    Observation, ReplayRecord, ReplayState, Run, RunPageRecord, RunStatus, SourceQuarantine,
+};
 use crate::ports::StoreError;
 use crate::projection::EvidenceChange;
 use serde::Deserialize;
@@ -48,7 +50,21 @@ pub fn classify(
                 EvidenceChange::Ignored
             }
         }
-        Some("run") => EvidenceChange::Run(Box::new(decode::<Run>(new_image)?)),
+        Some("run_page") if event_name == "INSERT" => {
+            EvidenceChange::RunPage(Box::new(decode::<RunPageRecord>(new_image)?))
+        }
+        Some("run") => {
+            let new: Run = decode(new_image)?;
+            let was_complete = match old_image.filter(|i| !i.is_empty()) {
+                Some(old) => decode::<Run>(old)?.status == Some(RunStatus::Complete),
+                None => false,
+            };
+            if new.status == Some(RunStatus::Complete) && !was_complete {
+                EvidenceChange::RunCompleted(Box::new(new))
+            } else {
+                EvidenceChange::Ignored
+            }
+        }
         Some("source_quarantine") => {
             EvidenceChange::SourceQuarantine(decode::<SourceQuarantine>(new_image)?.source)
         }

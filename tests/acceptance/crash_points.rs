@@ -182,7 +182,12 @@ async fn crash_after_the_second_chunk_of_400_rows_resumes_to_exactly_400() {
     assert!(pending.committed_at.is_none());
     assert_eq!(env.observations_of(key).await.len(), 2 * 98);
     assert!(
-        env.store.run("run-EXP-400").await.unwrap().is_none(),
+        env.store
+            .run_pages("run-EXP-400")
+            .await
+            .unwrap()
+            .pages
+            .is_empty(),
         "run page not yet committed"
     );
 
@@ -207,13 +212,16 @@ async fn crash_after_the_second_chunk_of_400_rows_resumes_to_exactly_400() {
         (record.state, record.chunks_done),
         (ReplayState::Committed, 5)
     );
-    let run = env
-        .store
-        .run("run-EXP-400")
-        .await
-        .unwrap()
-        .expect("run page committed with the last chunk");
-    assert_eq!(run.pages_committed.into_iter().collect::<Vec<_>>(), vec![1]);
+    assert_eq!(
+        env.store
+            .run_pages("run-EXP-400")
+            .await
+            .unwrap()
+            .committed()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec![1]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

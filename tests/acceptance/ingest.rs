@@ -96,18 +96,15 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
         obs77.artifact_sha256,
         feedsafe::hashing::sha256_hex(&pages[1])
     );
-    let run = env
-        .store
-        .run("run-EXP-8821")
-        .await
-        .unwrap()
-        .expect("run record");
+    // Each page's final transaction wrote the page's own record (the run item is the
+    // projector's to keep).
+    let run_pages = env.store.run_pages("run-EXP-8821").await.unwrap();
     assert_eq!(
-        run.pages_committed.iter().copied().collect::<Vec<_>>(),
+        run_pages.committed().into_iter().collect::<Vec<_>>(),
         vec![1, 2, 3]
     );
-    assert_eq!(run.page_count, Some(3));
-    assert!(run.pages_missing().is_empty());
+    assert!(run_pages.pages.iter().all(|p| p.page_count == Some(3)));
+    assert!(run_pages.missing(Some(3)).is_empty());
     let total_before = env.observations().await.len();
 
     // Lost acknowledgement: page 2 delivered again.

@@ -297,7 +297,12 @@ async fn a_repeated_pull_run_after_a_lost_response_duplicates_nothing_and_a_fail
         .await
         .unwrap()
         .unwrap();
-    assert!(run.all_pages_committed());
+    assert!(env
+        .store
+        .run_pages(first["run_id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .all_committed(run.page_count));
 
     // A page that keeps failing leaves its run INCOMPLETE with that page named.
     stack
@@ -309,11 +314,7 @@ async fn a_repeated_pull_run_after_a_lost_response_duplicates_nothing_and_a_fail
     assert_eq!(report["failed"][0][0], 3, "{report}");
     let run_id = report["run_id"].as_str().unwrap().to_owned();
     wait_until("pages 1 and 2 of EXP-5001", || async {
-        env.store
-            .run(&run_id)
-            .await
-            .unwrap()
-            .is_some_and(|r| r.pages_committed.len() == 2)
+        env.store.run_pages(&run_id).await.unwrap().pages.len() == 2
     })
     .await;
     let swept = env

@@ -11,4 +11,5 @@ mod projection;
 mod projection_lag;
 mod read_path;
 mod request_budget;
+mod runs;
 mod template;

@@ -182,11 +182,7 @@ async fn an_operator_reviews_a_mismatch_and_accepts_it_as_a_new_delivery_without
     assert_eq!(status, 202, "{report}");
     let run_id = report["run_id"].as_str().unwrap().to_owned();
     wait_until("the run's three pages to commit", || async {
-        env.store
-            .run(&run_id)
-            .await
-            .unwrap()
-            .is_some_and(|r| r.pages_committed.len() == 3)
+        env.store.run_pages(&run_id).await.unwrap().pages.len() == 3
     })
     .await;
     let original = env.replay(KEY).await.expect("page 2 committed");

@@ -11,7 +11,6 @@ use feedsafe::operations::{correct_identity, quarantine_source, CorrectionReques
 use feedsafe::projection::ProjectionStore;
 use feedsafe::timestamp::Timestamp;
 use serde_json::Value;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 const ITEM: &str = "AX-440-R2";
@@ -114,10 +113,10 @@ async fn partial_run(publication: Publication) {
             credential_ref: Some("secret:acme-eu/export-token".into()),
             started_at: Some(started),
             deadline: Some(started.unix_seconds() + 2),
-            pages_requested: BTreeSet::from([1, 2, 3]),
-            pages_committed: BTreeSet::new(),
             page_count: Some(3),
+            pages_seen: 0,
             missing_pages: vec![],
+            missing_count: 0,
             completed_at: None,
             updated_at: started,
         })

@@ -69,7 +69,17 @@ pub struct TestEnv {
 /// Fresh resources from the template; `ttl: false` keeps expired records present.
 pub async fn spawn_env(ttl: bool) -> TestEnv {
     let (dynamodb, moto) = engine_endpoints();
-    let clients = AwsClients::local(&dynamodb, &moto);
+    env_on(AwsClients::local(&dynamodb, &moto), ttl).await
+}
+
+/// Like `spawn_env`, in a DynamoDB Local database of its own (`database`: letters and digits),
+/// for tests that write thousands of items: DynamoDB Local slows down as one database fills.
+pub async fn spawn_heavy_env(ttl: bool, database: &str) -> TestEnv {
+    let (dynamodb, moto) = engine_endpoints();
+    env_on(AwsClients::local_database(&dynamodb, &moto, database), ttl).await
+}
+
+async fn env_on(clients: AwsClients, ttl: bool) -> TestEnv {
     let spec = read_template(&template_path()).expect("template.yaml parses");
     let resources = create_resources(
         &clients,
@@ -818,5 +828,136 @@ impl TestEnv {
             self.clients.dynamodb.clone(),
             created.table("ProjectionTable").expect("table"),
         ))
+    }
+}
+
+/// What every `TransactWriteItems` call through a client carried and how it ended: the item
+/// keys of each call, the number of attempts sent (SDK retries included) and the error codes
+/// (cancellation reasons included). For structural proofs such as "no key is shared by the
+/// transactions of two pages".
+#[derive(Debug, Default, Clone)]
+pub struct TransactionLog(Arc<std::sync::Mutex<TransactionLogInner>>);
+
+#[derive(Debug, Default)]
+pub struct TransactionLogInner {
+    /// One entry per call: the `pk|sk` of every item it names.
+    pub transactions: Vec<Vec<String>>,
+    /// Attempts sent on the wire (a call retried by the SDK counts more than once).
+    pub attempts: usize,
+    /// Error codes of failed attempts, with `TransactionCanceled:{reason}` per cancellation reason.
+    pub errors: Vec<String>,
+}
+
+impl TransactionLog {
+    pub fn snapshot(&self) -> (Vec<Vec<String>>, usize, Vec<String>) {
+        let inner = self.0.lock().unwrap();
+        (
+            inner.transactions.clone(),
+            inner.attempts,
+            inner.errors.clone(),
+        )
+    }
+
+    /// A DynamoDB client like `client` that reports to this log.
+    pub fn client(&self, client: &aws_sdk_dynamodb::Client) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::from_conf(
+            client
+                .config()
+                .to_builder()
+                .interceptor(self.clone())
+                .build(),
+        )
+    }
+}
+
+fn key_text(key: &std::collections::HashMap<String, AttributeValue>) -> String {
+    let part = |name: &str| {
+        key.get(name)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .unwrap_or_default()
+    };
+    format!("{}|{}", part("pk"), part("sk"))
+}
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for TransactionLog {
+    fn name(&self) -> &'static str {
+        "TransactionLog"
+    }
+
+    fn read_before_serialization(
+        &self,
+        context: &aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef<'_>,
+        _components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        _cfg: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput;
+        if let Some(input) = context.input().downcast_ref::<TransactWriteItemsInput>() {
+            let keys = input
+                .transact_items()
+                .iter()
+                .map(|action| {
+                    if let Some(put) = action.put() {
+                        key_text(put.item())
+                    } else if let Some(update) = action.update() {
+                        key_text(update.key())
+                    } else if let Some(check) = action.condition_check() {
+                        key_text(check.key())
+                    } else if let Some(delete) = action.delete() {
+                        key_text(delete.key())
+                    } else {
+                        String::new()
+                    }
+                })
+                .collect();
+            self.0.lock().unwrap().transactions.push(keys);
+        }
+        Ok(())
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
+        _components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        cfg: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        if let Some(meta) = cfg.load::<aws_smithy_runtime_api::client::orchestrator::Metadata>() {
+            if meta.name() == "TransactWriteItems" {
+                self.0.lock().unwrap().attempts += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &aws_smithy_runtime_api::client::interceptors::context::AfterDeserializationInterceptorContextRef<'_>,
+        _components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        _cfg: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+        if let Err(error) = context.output_or_error() {
+            let Some(error) = error
+                .as_operation_error()
+                .and_then(|e| e.downcast_ref::<TransactWriteItemsError>())
+            else {
+                return Ok(());
+            };
+            let mut inner = self.0.lock().unwrap();
+            inner
+                .errors
+                .push(error.code().unwrap_or("unknown").to_owned());
+            if let TransactWriteItemsError::TransactionCanceledException(cancelled) = error {
+                for reason in cancelled.cancellation_reasons() {
+                    if let Some(code) = reason.code() {
+                        if code != "None" {
+                            inner.errors.push(format!("TransactionCanceled:{code}"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }

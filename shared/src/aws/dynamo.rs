@@ -11,7 +11,9 @@
 use crate::connector::ConnectorConfig;
 use crate::fingerprint::Fingerprint;
 use crate::ids::{ConnectorId, ObservationId};
-use crate::model::{Observation, QuarantineEntry, ReplayRecord, ReplayState, Run, RunPageUpdate};
+use crate::model::{
+    Observation, QuarantineEntry, ReplayRecord, ReplayState, Run, RunPageRecord, RunPageUpdate,
+};
 use crate::ports::{
     AttemptProbe, ChunkOutcome, ChunkWrite, ConnectorDirectory, EvidenceStore, ReplayAction,
     StoreError,
@@ -58,11 +60,11 @@ pub fn quarantine_pk(id: &str) -> String {
 pub fn connector_pk(id: &str) -> String {
     format!("CONNECTOR#{id}")
 }
-/// Attribute of a run item naming the delivery that committed page `page`.
-pub fn run_page_delivery_attribute(page: u32) -> String {
-    format!("{RUN_PAGE_DELIVERY_PREFIX}{page:06}")
+/// Sort key of the record of page `page` of a run (under the run's `pk`).
+pub fn run_page_sk(page: u32) -> String {
+    format!("{RUN_PAGE_SK_PREFIX}{page:06}")
 }
-pub const RUN_PAGE_DELIVERY_PREFIX: &str = "delivery_p";
+pub const RUN_PAGE_SK_PREFIX: &str = "PAGE#";
 pub fn source_quarantine_pk(source: &crate::model::SourceRef) -> String {
     format!(
         "SRCQ#{}#{}#{}",
@@ -74,7 +76,17 @@ pub fn correction_pk(id: &str) -> String {
     format!("CORR#{id}")
 }
 pub const SK_CORRECTION: &str = "CORR";
-pub const OPEN_RUNS_PK: &str = "RUNS#OPEN";
+/// The open-runs index (GSI2) is spread over this many partitions so that no single index
+/// partition carries every open run of every tenant.
+pub const OPEN_RUN_SHARDS: u32 = 16;
+/// GSI2 partition of an open run: `RUNS#OPEN#{shard:02}`, the shard derived from the run id.
+pub fn open_runs_pk(run_id: &str) -> String {
+    let shard = u32::from(crate::hashing::sha256(run_id.as_bytes())[0]) % OPEN_RUN_SHARDS;
+    open_runs_shard_pk(shard)
+}
+pub fn open_runs_shard_pk(shard: u32) -> String {
+    format!("RUNS#OPEN#{shard:02}")
+}
 pub fn commit_marker_pk(delivery_key: &str, epoch: u32) -> String {
     format!("DLVEPOCH#{delivery_key}#{epoch}")
 }
@@ -330,34 +342,24 @@ impl DynamoEvidenceStore {
         Ok(item)
     }
 
+    /// The page's own record; no other page's transaction touches it.
     fn run_page_action(&self, page: &RunPageUpdate) -> Result<TransactWriteItem, StoreError> {
-        let mut expression = String::from(
-            "ADD pages_committed :page \
-             SET entity = :kind, run_id = :run, tenant = if_not_exists(tenant, :tenant), \
-             connector = if_not_exists(connector, :connector), updated_at = :at",
-        );
-        let mut update = Update::builder()
+        let put = Put::builder()
             .table_name(&self.table)
-            .set_key(Some(key(run_pk(page.run_id.as_str()), SK_RUN)))
-            .expression_attribute_values(":page", AttributeValue::Ns(vec![page.page.to_string()]))
-            .expression_attribute_values(":kind", s("run"))
-            .expression_attribute_values(":run", s(page.run_id.as_str()))
-            .expression_attribute_values(":tenant", s(page.tenant.as_str()))
-            .expression_attribute_values(":connector", s(page.connector.as_str()))
-            .expression_attribute_values(":at", s(page.at.to_rfc3339()))
-            .expression_attribute_names("#delivery", run_page_delivery_attribute(page.page))
-            .expression_attribute_values(":delivery", s(page.delivery_key.as_str()));
-        expression.push_str(", #delivery = :delivery");
-        if let Some(count) = page.page_count {
-            expression.push_str(", page_count = if_not_exists(page_count, :count)");
-            update = update.expression_attribute_values(":count", n(count));
-        }
-        let update = update
-            .update_expression(expression)
+            .set_item(Some(run_page_item(&RunPageRecord::from(page))?))
             .build()
             .map_err(build_error)?;
-        Ok(TransactWriteItem::builder().update(update).build())
+        Ok(TransactWriteItem::builder().put(put).build())
     }
+}
+
+pub fn run_page_item(page: &RunPageRecord) -> Result<Item, StoreError> {
+    Ok(with_keys(
+        encode(page)?,
+        run_pk(page.run_id.as_str()),
+        &run_page_sk(page.page),
+        "run_page",
+    ))
 }
 
 /// `Ok(true)` when the conditional write happened, `Ok(false)` when its condition refused it

@@ -3,22 +3,29 @@
 
 use super::dynamo::{
     build_error, conditional, correction_pk, decode, encode, item_history_pk, key, n,
-    observation_item, observation_pk, run_pk, s, source_quarantine_pk, unavailable, with_keys,
-    DynamoEvidenceStore, Item, GSI1, OPEN_RUNS_PK, RUN_PAGE_DELIVERY_PREFIX, SK_CORRECTION,
-    SK_OBSERVATION, SK_REPLAY, SK_RUN, SK_SOURCE_QUARANTINE,
+    observation_item, observation_pk, open_runs_pk, open_runs_shard_pk, run_pk, s,
+    source_quarantine_pk, unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2,
+    OPEN_RUN_SHARDS, RUN_PAGE_SK_PREFIX, SK_CORRECTION, SK_OBSERVATION, SK_REPLAY, SK_RUN,
+    SK_SOURCE_QUARANTINE,
 };
 use crate::connector::ConnectorConfig;
 use crate::hashing::{base64_decode, base64_encode};
 use crate::ids::{ConnectorId, ObservationId, TenantId};
 use crate::model::{
-    IdentityCorrection, Observation, ReplayRecord, Run, SourceQuarantine, SourceRef,
+    IdentityCorrection, Observation, ReplayRecord, Run, RunPageRecord, RunPages, RunStart,
+    RunStatus, SourceQuarantine, SourceRef, MAX_LISTED_MISSING_PAGES,
 };
 use crate::ports::{ConnectorDirectory, StoreError};
 use crate::projection::{EvidenceReads, HistoryPage, RunWrites};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
+use futures_util::StreamExt;
 use std::collections::{BTreeMap, HashMap};
 
 fn cursor_encode(last: &Item) -> Option<String> {
@@ -45,9 +52,11 @@ fn cursor_decode(cursor: &str) -> Result<Item, StoreError> {
 
 impl DynamoEvidenceStore {
     /// Starts (or re-announces) a run: RUNNING until all pages commit or its deadline passes.
-    pub async fn start_run(&self, run: &Run) -> Result<(), StoreError> {
+    /// A run that is already `COMPLETE` or `INCOMPLETE` is left exactly as it is (not reopened,
+    /// not touched at all) and reported `Closed` with its committed pages. A run id that exists
+    /// for another tenant or connector is refused (`Invariant`), never overwritten.
+    pub async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError> {
         let deadline = run.deadline.unwrap_or(0);
-        let pages: Vec<String> = run.pages_requested.iter().map(u32::to_string).collect();
         let mut expression = String::from(
             "SET entity = :entity, run_id = :run, tenant = :tenant, connector = :connector, \
              #status = if_not_exists(#status, :running), started_at = if_not_exists(started_at, :now), \
@@ -58,6 +67,10 @@ impl DynamoEvidenceStore {
             .update_item()
             .table_name(self.table())
             .set_key(Some(key(run_pk(run.run_id.as_str()), SK_RUN)))
+            .condition_expression(
+                "(attribute_not_exists(tenant) OR (tenant = :tenant AND connector = :connector)) \
+                 AND (attribute_not_exists(#status) OR #status = :running)",
+            )
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":entity", s("run"))
             .expression_attribute_values(":run", s(run.run_id.as_str()))
@@ -66,7 +79,7 @@ impl DynamoEvidenceStore {
             .expression_attribute_values(":running", s("RUNNING"))
             .expression_attribute_values(":now", s(run.updated_at.to_rfc3339()))
             .expression_attribute_values(":deadline", n(deadline))
-            .expression_attribute_values(":open", s(OPEN_RUNS_PK))
+            .expression_attribute_values(":open", s(open_runs_pk(run.run_id.as_str())))
             .expression_attribute_values(":due", s(format!("{deadline:012}#{}", run.run_id)));
         if let Some(credential) = &run.credential_ref {
             expression.push_str(", credential_ref = :credential");
@@ -76,70 +89,144 @@ impl DynamoEvidenceStore {
             expression.push_str(", page_count = :count");
             update = update.expression_attribute_values(":count", n(count));
         }
-        if !pages.is_empty() {
-            expression.push_str(" ADD pages_requested :pages");
-            update = update.expression_attribute_values(":pages", AttributeValue::Ns(pages));
-        }
-        update
+        let result = update
             .update_expression(expression)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
-            .await
-            .map_err(unavailable("start run"))?;
-        Ok(())
+            .await;
+        match result {
+            Ok(_) => Ok(RunStart::Open),
+            Err(SdkError::ServiceError(e)) => match e.into_err() {
+                UpdateItemError::ConditionalCheckFailedException(failed) => {
+                    let stored: Run = failed.item.map(decode).transpose()?.ok_or_else(|| {
+                        StoreError::Invariant("run start refused without a stored run".into())
+                    })?;
+                    if stored.tenant != run.tenant || stored.connector != run.connector {
+                        return Err(StoreError::Invariant(format!(
+                            "run {} belongs to another tenant or connector",
+                            run.run_id
+                        )));
+                    }
+                    let status = stored.status.unwrap_or(RunStatus::Running);
+                    let committed = self.run_pages(run.run_id.as_str()).await?.committed();
+                    Ok(RunStart::Closed { status, committed })
+                }
+                other => Err(unavailable("start run")(other)),
+            },
+            Err(other) => Err(unavailable("start run")(other)),
+        }
     }
 
-    /// Marks runs past their deadline: `COMPLETE` if every page committed, else `INCOMPLETE`
-    /// with the missing pages named. Returns the runs it changed.
+    /// Settles every open run past its deadline: `COMPLETE` if every page committed, else
+    /// `INCOMPLETE` with the missing pages named. Pages through every shard of the open-runs
+    /// index (each Query returns at most 1 MB) and settles up to 16 runs at a time. Returns the
+    /// runs it changed.
     pub async fn sweep_runs(&self, now: Timestamp) -> Result<Vec<Run>, StoreError> {
-        let out = self
-            .client()
-            .query()
-            .table_name(self.table())
-            .index_name("gsi2")
-            .key_condition_expression("gsi2pk = :open AND gsi2sk < :due")
-            .expression_attribute_values(":open", s(OPEN_RUNS_PK))
-            .expression_attribute_values(":due", s(format!("{:012}~", now.unix_seconds())))
-            .send()
-            .await
-            .map_err(unavailable("query open runs"))?;
-        let mut changed = Vec::new();
-        for item in out.items.unwrap_or_default() {
-            let Some(run_id) = item.get("run_id").and_then(|v| v.as_s().ok()) else {
-                continue;
-            };
-            let Some(run) = self.run(run_id).await? else {
-                continue;
-            };
-            if run.all_pages_committed() {
-                RunWrites::mark_complete(self, &run, now).await?;
-            } else {
-                let missing: Vec<AttributeValue> = run.pages_missing().iter().map(n).collect();
-                let result = self
+        let mut due: Vec<String> = Vec::new();
+        for shard in 0..OPEN_RUN_SHARDS {
+            let mut start = None;
+            loop {
+                let out = self
                     .client()
-                    .update_item()
+                    .query()
                     .table_name(self.table())
-                    .set_key(Some(key(run_pk(run_id), SK_RUN)))
-                    .update_expression(
-                        "SET #status = :incomplete, missing_pages = :missing, updated_at = :now REMOVE gsi2pk, gsi2sk",
-                    )
-                    .condition_expression("#status = :running")
-                    .expression_attribute_names("#status", "status")
-                    .expression_attribute_values(":incomplete", s("INCOMPLETE"))
-                    .expression_attribute_values(":running", s("RUNNING"))
-                    .expression_attribute_values(":missing", AttributeValue::L(missing))
-                    .expression_attribute_values(":now", s(now.to_rfc3339()))
+                    .index_name(GSI2)
+                    .key_condition_expression("gsi2pk = :open AND gsi2sk < :due")
+                    .expression_attribute_values(":open", s(open_runs_shard_pk(shard)))
+                    .expression_attribute_values(":due", s(format!("{:012}~", now.unix_seconds())))
+                    .projection_expression("run_id")
+                    .set_exclusive_start_key(start)
                     .send()
-                    .await;
-                // Refused: the run is no longer RUNNING (another sweep or its last page won).
-                if !conditional(result, "mark run incomplete")? {
-                    continue;
+                    .await
+                    .map_err(unavailable("query open runs"))?;
+                due.extend(
+                    out.items
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|i| i.get("run_id").and_then(|v| v.as_s().ok()).cloned()),
+                );
+                start = out.last_evaluated_key;
+                if start.is_none() {
+                    break;
                 }
             }
-            if let Some(run) = self.run(run_id).await? {
-                changed.push(run);
+        }
+        let settled: Vec<Result<Option<Run>, StoreError>> = futures_util::stream::iter(due)
+            .map(|run_id| async move { self.settle_run(&run_id, now).await })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        settled.into_iter().filter_map(Result::transpose).collect()
+    }
+
+    /// One run past its deadline; `None` when someone else settled it first.
+    async fn settle_run(&self, run_id: &str, now: Timestamp) -> Result<Option<Run>, StoreError> {
+        let Some(run) = self.run(run_id).await? else {
+            return Ok(None);
+        };
+        let pages = self.run_pages(run_id).await?;
+        if pages.all_committed(run.page_count) {
+            if !RunWrites::mark_complete(self, run_id, now).await? {
+                return Ok(None);
+            }
+        } else {
+            let missing = pages.missing(run.page_count);
+            let listed: Vec<AttributeValue> = missing
+                .iter()
+                .take(MAX_LISTED_MISSING_PAGES)
+                .map(n)
+                .collect();
+            let result = self
+                .client()
+                .update_item()
+                .table_name(self.table())
+                .set_key(Some(key(run_pk(run_id), SK_RUN)))
+                .update_expression(
+                    "SET #status = :incomplete, missing_pages = :missing, missing_count = :count, \
+                     updated_at = :now REMOVE gsi2pk, gsi2sk",
+                )
+                .condition_expression("#status = :running")
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":incomplete", s("INCOMPLETE"))
+                .expression_attribute_values(":running", s("RUNNING"))
+                .expression_attribute_values(":missing", AttributeValue::L(listed))
+                .expression_attribute_values(":count", n(missing.len()))
+                .expression_attribute_values(":now", s(now.to_rfc3339()))
+                .send()
+                .await;
+            // Refused: the run is no longer RUNNING (another sweep or its last page won).
+            if !conditional(result, "mark run incomplete")? {
+                return Ok(None);
             }
         }
-        Ok(changed)
+        self.run(run_id).await
+    }
+
+    /// The committed pages of a run (its page records; a consistent, paginated Query).
+    pub async fn run_pages(&self, run_id: &str) -> Result<RunPages, StoreError> {
+        let mut pages = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client()
+                .query()
+                .table_name(self.table())
+                .key_condition_expression("pk = :run AND begins_with(sk, :page)")
+                .expression_attribute_values(":run", s(run_pk(run_id)))
+                .expression_attribute_values(":page", s(RUN_PAGE_SK_PREFIX))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(unavailable("query run pages"))?;
+            for item in out.items.unwrap_or_default() {
+                pages.push(decode::<RunPageRecord>(item)?);
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(RunPages { pages });
+            }
+        }
     }
 
     /// Every (tenant, item) with at least one observation: the input of a full rebuild. An
@@ -271,25 +358,69 @@ impl DynamoEvidenceStore {
 
 #[async_trait]
 impl RunWrites for DynamoEvidenceStore {
-    async fn mark_complete(&self, run: &Run, at: Timestamp) -> Result<(), StoreError> {
+    async fn note_pages(&self, page: &RunPageRecord, new_pages: u32) -> Result<Run, StoreError> {
+        let mut expression = String::from(
+            "SET entity = :entity, run_id = :run, tenant = if_not_exists(tenant, :tenant), \
+             connector = if_not_exists(connector, :connector), updated_at = :at",
+        );
+        let mut update = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(key(run_pk(page.run_id.as_str()), SK_RUN)))
+            .condition_expression(
+                "attribute_not_exists(tenant) OR (tenant = :tenant AND connector = :connector)",
+            )
+            .expression_attribute_values(":entity", s("run"))
+            .expression_attribute_values(":run", s(page.run_id.as_str()))
+            .expression_attribute_values(":tenant", s(page.tenant.as_str()))
+            .expression_attribute_values(":connector", s(page.connector.as_str()))
+            .expression_attribute_values(":at", s(page.committed_at.to_rfc3339()))
+            .expression_attribute_values(":seen", n(new_pages));
+        if let Some(count) = page.page_count {
+            expression.push_str(", page_count = if_not_exists(page_count, :count)");
+            update = update.expression_attribute_values(":count", n(count));
+        }
+        expression.push_str(" ADD pages_seen :seen");
+        let out = update
+            .update_expression(expression)
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match out {
+            Ok(out) => decode(out.attributes.unwrap_or_default()),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                Err(StoreError::Invariant(format!(
+                    "page {} of run {} names tenant {} / connector {}, but the run belongs to another",
+                    page.page, page.run_id, page.tenant, page.connector
+                )))
+            }
+            Err(e) => Err(unavailable("note run pages")(e)),
+        }
+    }
+
+    async fn mark_complete(&self, run_id: &str, at: Timestamp) -> Result<bool, StoreError> {
         let result = self
             .client()
             .update_item()
             .table_name(self.table())
-            .set_key(Some(key(run_pk(run.run_id.as_str()), SK_RUN)))
+            .set_key(Some(key(run_pk(run_id), SK_RUN)))
             .update_expression(
-                "SET #status = :complete, completed_at = :at, missing_pages = :none, updated_at = :at \
-                 REMOVE gsi2pk, gsi2sk",
+                "SET #status = :complete, completed_at = :at, missing_pages = :none, \
+                 missing_count = :zero, updated_at = :at REMOVE gsi2pk, gsi2sk",
             )
-            .condition_expression("attribute_exists(pk) AND (attribute_not_exists(#status) OR #status <> :complete)")
+            .condition_expression(
+                "attribute_exists(pk) AND (attribute_not_exists(#status) OR #status <> :complete)",
+            )
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":complete", s("COMPLETE"))
             .expression_attribute_values(":at", s(at.to_rfc3339()))
             .expression_attribute_values(":none", AttributeValue::L(vec![]))
+            .expression_attribute_values(":zero", n(0))
             .send()
             .await;
         // Refused: already COMPLETE (or no such run); nothing to do.
-        conditional(result, "mark run complete").map(|_| ())
+        conditional(result, "mark run complete")
     }
 }
 
@@ -324,25 +455,8 @@ impl EvidenceReads for DynamoEvidenceStore {
         self.get(run_pk(run_id), SK_RUN).await
     }
 
-    async fn run_delivery_keys(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
-        let out = self
-            .client()
-            .get_item()
-            .table_name(self.table())
-            .set_key(Some(key(run_pk(run_id), SK_RUN)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(unavailable("get run"))?;
-        let mut keys: Vec<(String, String)> = out
-            .item
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(k, _)| k.starts_with(RUN_PAGE_DELIVERY_PREFIX))
-            .filter_map(|(k, v)| v.as_s().ok().map(|v| (k, v.clone())))
-            .collect();
-        keys.sort();
-        Ok(keys.into_iter().map(|(_, v)| v).collect())
+    async fn run_pages(&self, run_id: &str) -> Result<RunPages, StoreError> {
+        DynamoEvidenceStore::run_pages(self, run_id).await
     }
 
     async fn connector_config(

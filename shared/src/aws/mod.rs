@@ -15,6 +15,8 @@ pub struct AwsClients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub s3: aws_sdk_s3::Client,
     pub sqs: aws_sdk_sqs::Client,
+    /// Locally: the access key id the clients use, which names the DynamoDB Local database.
+    pub local_access_key: Option<String>,
 }
 
 pub(crate) fn http_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
@@ -38,6 +40,7 @@ impl AwsClients {
             dynamodb: aws_sdk_dynamodb::Client::new(&shared),
             s3: aws_sdk_s3::Client::from_conf(s3_config),
             sqs: aws_sdk_sqs::Client::new(&shared),
+            local_access_key: None,
         }
     }
 
@@ -45,11 +48,15 @@ impl AwsClients {
     /// at `moto_endpoint`. The static credentials are local-only placeholders: DynamoDB Local
     /// keeps tables per access key and region, so every local tool uses these same values.
     pub fn local(dynamodb_endpoint: &str, moto_endpoint: &str) -> Self {
-        let credentials = aws_credential_types::Credentials::from_keys(
-            LOCAL_ACCESS_KEY_ID,
-            LOCAL_SECRET_ACCESS_KEY,
-            None,
-        );
+        Self::local_database(dynamodb_endpoint, moto_endpoint, LOCAL_ACCESS_KEY_ID)
+    }
+
+    /// Like `local`, in DynamoDB Local's database of access key `database` (letters and digits):
+    /// heavy tests and benchmarks get their own, because DynamoDB Local slows down as one
+    /// database fills.
+    pub fn local_database(dynamodb_endpoint: &str, moto_endpoint: &str, database: &str) -> Self {
+        let credentials =
+            aws_credential_types::Credentials::from_keys(database, LOCAL_SECRET_ACCESS_KEY, None);
         let region = aws_config::Region::new(LOCAL_REGION);
         let dynamodb = aws_sdk_dynamodb::Config::builder()
             .behavior_version(BehaviorVersion::latest())
@@ -77,6 +84,7 @@ impl AwsClients {
             dynamodb: aws_sdk_dynamodb::Client::from_conf(dynamodb),
             s3: aws_sdk_s3::Client::from_conf(s3),
             sqs: aws_sdk_sqs::Client::from_conf(sqs),
+            local_access_key: Some(database.to_owned()),
         }
     }
 }
