@@ -6,7 +6,7 @@ use feedsafe::drops::DroppedObject;
 use feedsafe::webhook::{sign, SigningSecret};
 use local_stack::{sample_connectors, Stack};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const READER: &str = "local-reader-demo-token";
 const OPERATOR: &str = "local-operator-demo-token";
@@ -78,21 +78,6 @@ fn signed_headers(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> Vec<(S
             sign(&secret, id, timestamp, body),
         ),
     ]
-}
-
-async fn wait_until<F, Fut>(what: &str, mut probe: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(30) {
-        if probe().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 async fn history(stack: &Stack, item: &str) -> Vec<Value> {

@@ -90,21 +90,6 @@ async fn get_bytes(url: String) -> (u16, Vec<u8>) {
     .unwrap()
 }
 
-async fn wait_until<F, Fut>(what: &str, mut probe: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(30) {
-        if probe().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 /// The open quarantine list once it holds exactly one entry.
 async fn open_entries(url: String) -> Value {
     let start = Instant::now();

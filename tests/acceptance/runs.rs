@@ -13,7 +13,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Roughly DynamoDB's item size: attribute names plus values (numbers counted as their text).
 fn item_size(item: &Item) -> usize {
@@ -56,21 +56,6 @@ async fn raw_run_item(env: &TestEnv, run_id: &str) -> Item {
         .expect("get run item")
         .item
         .expect("run item exists")
-}
-
-async fn wait_until<F, Fut>(what: &str, mut probe: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(60) {
-        if probe().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

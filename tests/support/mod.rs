@@ -961,3 +961,19 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for TransactionLog 
         Ok(())
     }
 }
+
+/// Polls `probe` every 200 ms until it holds; panics naming `what` after 60 seconds.
+pub async fn wait_until<F, Fut>(what: &str, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(60) {
+        if probe().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
