@@ -906,7 +906,9 @@ impl OpsService {
             Err(PullError::UnknownConnector(id)) => {
                 Err(OpsError::UnknownConnector(format!("no connector {id:?}")))
             }
-            Err(e @ PullError::NotPullable { .. }) => Err(OpsError::Invalid(e.to_string())),
+            Err(e @ (PullError::NotPullable { .. } | PullError::Misconfigured(_))) => {
+                Err(OpsError::Invalid(e.to_string()))
+            }
             Err(PullError::FirstPage { attempts, error }) => {
                 warn!(connector = %config.connector, attempts, error = %error, "export page 1 unavailable");
                 Err(OpsError::SupplierUnavailable(format!(
