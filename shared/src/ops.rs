@@ -545,22 +545,12 @@ impl OpsService {
         Ok((200, body))
     }
 
-    /// The stored payload (the replay record's artifact) against the quarantined one. Degrades
-    /// to a reason instead of failing the whole answer.
+    /// The payload the mismatch was judged against (the entry's own `stored_artifact_key`,
+    /// never the key's current record, which a later epoch may have replaced) against the
+    /// quarantined one. Degrades to a reason instead of failing the whole answer.
     async fn mismatch_diff(&self, entry: &QuarantineEntry) -> Value {
-        let stored_key = match &entry.delivery_key {
-            Some(key) => match self.evidence.replay_record(key).await {
-                Ok(Some(record)) => Some(record.artifact_key),
-                Ok(None) => entry.stored_artifact_key.clone(),
-                Err(e) => {
-                    warn!(error = %e, "replay record unreadable for a diff");
-                    return json!({"available": false, "reason": "the evidence store is unavailable; retry later"});
-                }
-            },
-            None => entry.stored_artifact_key.clone(),
-        };
-        let Some(stored_key) = stored_key else {
-            return json!({"available": false, "reason": "the stored payload's artifact is not known"});
+        let Some(stored_key) = entry.stored_artifact_key.clone() else {
+            return json!({"available": false, "reason": "the entry does not record the stored payload's artifact"});
         };
         let (stored, received) = match (
             self.archive.read(&stored_key, MAX_DIFF_BYTES).await,
