@@ -78,7 +78,7 @@ pub fn canonicalize_unordered_rows(
 ) -> Result<Vec<u8>, CanonicalJsonError> {
     let mut root = parse(input)?;
     let rows = rows_mut(&mut root, rows_path)?;
-    let mut keyed: Vec<(Vec<u8>, Value)> = std::mem::take(rows)
+    let mut keyed: Vec<(Vec<u8>, JsonValue)> = std::mem::take(rows)
         .into_iter()
         .map(|row| (to_canonical_bytes(&row), row))
         .collect();
@@ -100,28 +100,37 @@ pub fn canonical_rows(
     Ok(rows.iter().map(to_canonical_bytes).collect())
 }
 
-/// Parsed document. Numbers keep their literal ASCII text; strings are
-/// decoded; objects are ordered by key bytes (`String`'s `Ord` is byte-wise),
-/// which is exactly the canonical key order.
-#[derive(Debug)]
-enum Value {
+/// Parsed document. Numbers keep their literal text; strings are decoded;
+/// objects are ordered by key bytes (`String`'s `Ord` is byte-wise), which is
+/// exactly the canonical key order. Public for comparisons that must not go
+/// through `f64` (the quarantine diff): two numbers are equal only when they
+/// are written the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonValue {
     Null,
     Bool(bool),
-    Number(Vec<u8>),
+    /// The number exactly as written (RFC 8259 grammar, ASCII), e.g.
+    /// `820.000000000000000001`, `1.00` or `-0`.
+    Number(String),
     String(String),
-    Array(Vec<Value>),
-    Object(BTreeMap<String, Value>),
+    Array(Vec<JsonValue>),
+    Object(BTreeMap<String, JsonValue>),
+}
+
+/// Parses `input` with the strict rules above, keeping number literals.
+pub fn parse_document(input: &[u8]) -> Result<JsonValue, CanonicalJsonError> {
+    parse(input)
 }
 
 fn rows_mut<'v>(
-    root: &'v mut Value,
+    root: &'v mut JsonValue,
     rows_path: &[&str],
-) -> Result<&'v mut Vec<Value>, CanonicalJsonError> {
+) -> Result<&'v mut Vec<JsonValue>, CanonicalJsonError> {
     let joined = || rows_path.join("/");
     let mut current = root;
     for key in rows_path {
         current = match current {
-            Value::Object(map) => map
+            JsonValue::Object(map) => map
                 .get_mut(*key)
                 .ok_or_else(|| CanonicalJsonError::RowsPathMissing(joined()))?,
             // A path step through a non-object cannot exist.
@@ -129,12 +138,12 @@ fn rows_mut<'v>(
         };
     }
     match current {
-        Value::Array(rows) => Ok(rows),
+        JsonValue::Array(rows) => Ok(rows),
         _ => Err(CanonicalJsonError::RowsNotArray(joined())),
     }
 }
 
-fn parse(input: &[u8]) -> Result<Value, CanonicalJsonError> {
+fn parse(input: &[u8]) -> Result<JsonValue, CanonicalJsonError> {
     // A BOM is not JSON (RFC 8259 §8.1 forbids emitting one); name it
     // explicitly because it is the most common way "valid" files fail.
     if input.starts_with(&[0xEF, 0xBB, 0xBF]) {
@@ -192,21 +201,25 @@ impl Parser<'_> {
     }
 
     /// `depth` is the number of containers enclosing this value.
-    fn parse_value(&mut self, depth: usize) -> Result<Value, CanonicalJsonError> {
+    fn parse_value(&mut self, depth: usize) -> Result<JsonValue, CanonicalJsonError> {
         match self.peek() {
             None => Err(syntax(self.pos, "unexpected end of input")),
             Some(b'{') => self.parse_object(enter(depth)?),
             Some(b'[') => self.parse_array(enter(depth)?),
-            Some(b'"') => self.parse_string().map(Value::String),
-            Some(b'-' | b'0'..=b'9') => self.parse_number().map(Value::Number),
-            Some(b't') => self.parse_literal(b"true", Value::Bool(true)),
-            Some(b'f') => self.parse_literal(b"false", Value::Bool(false)),
-            Some(b'n') => self.parse_literal(b"null", Value::Null),
+            Some(b'"') => self.parse_string().map(JsonValue::String),
+            Some(b'-' | b'0'..=b'9') => self.parse_number().map(JsonValue::Number),
+            Some(b't') => self.parse_literal(b"true", JsonValue::Bool(true)),
+            Some(b'f') => self.parse_literal(b"false", JsonValue::Bool(false)),
+            Some(b'n') => self.parse_literal(b"null", JsonValue::Null),
             Some(_) => Err(syntax(self.pos, "expected a JSON value")),
         }
     }
 
-    fn parse_literal(&mut self, word: &[u8], value: Value) -> Result<Value, CanonicalJsonError> {
+    fn parse_literal(
+        &mut self,
+        word: &[u8],
+        value: JsonValue,
+    ) -> Result<JsonValue, CanonicalJsonError> {
         if self.rest().starts_with(word) {
             self.pos += word.len();
             Ok(value)
@@ -216,13 +229,13 @@ impl Parser<'_> {
     }
 
     /// `depth` already counts this object.
-    fn parse_object(&mut self, depth: usize) -> Result<Value, CanonicalJsonError> {
+    fn parse_object(&mut self, depth: usize) -> Result<JsonValue, CanonicalJsonError> {
         self.pos += 1; // '{'
         let mut map = BTreeMap::new();
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
-            return Ok(Value::Object(map));
+            return Ok(JsonValue::Object(map));
         }
         loop {
             if self.peek() != Some(b'"') {
@@ -247,7 +260,7 @@ impl Parser<'_> {
                 }
                 Some(b'}') => {
                     self.pos += 1;
-                    return Ok(Value::Object(map));
+                    return Ok(JsonValue::Object(map));
                 }
                 _ => return Err(syntax(self.pos, "expected ',' or '}' in object")),
             }
@@ -255,13 +268,13 @@ impl Parser<'_> {
     }
 
     /// `depth` already counts this array.
-    fn parse_array(&mut self, depth: usize) -> Result<Value, CanonicalJsonError> {
+    fn parse_array(&mut self, depth: usize) -> Result<JsonValue, CanonicalJsonError> {
         self.pos += 1; // '['
         let mut items = Vec::new();
         self.skip_ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
-            return Ok(Value::Array(items));
+            return Ok(JsonValue::Array(items));
         }
         loop {
             items.push(self.parse_value(depth)?);
@@ -273,7 +286,7 @@ impl Parser<'_> {
                 }
                 Some(b']') => {
                     self.pos += 1;
-                    return Ok(Value::Array(items));
+                    return Ok(JsonValue::Array(items));
                 }
                 _ => return Err(syntax(self.pos, "expected ',' or ']' in array")),
             }
@@ -281,7 +294,7 @@ impl Parser<'_> {
     }
 
     /// RFC 8259 number grammar; returns the literal text untouched.
-    fn parse_number(&mut self) -> Result<Vec<u8>, CanonicalJsonError> {
+    fn parse_number(&mut self) -> Result<String, CanonicalJsonError> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
@@ -303,7 +316,9 @@ impl Parser<'_> {
             }
             self.require_digits("expected digit in exponent")?;
         }
-        Ok(self.bytes.get(start..self.pos).unwrap_or(&[]).to_vec())
+        let literal = self.bytes.get(start..self.pos).unwrap_or(&[]);
+        // Only ASCII digits, signs, '.', 'e' and 'E' were accepted above.
+        String::from_utf8(literal.to_vec()).map_err(|_| syntax(start, "invalid number"))
     }
 
     fn skip_digits(&mut self) {
@@ -425,21 +440,21 @@ fn enter(depth: usize) -> Result<usize, CanonicalJsonError> {
     }
 }
 
-fn to_canonical_bytes(value: &Value) -> Vec<u8> {
+fn to_canonical_bytes(value: &JsonValue) -> Vec<u8> {
     let mut out = Vec::new();
     write_value(value, &mut out);
     out
 }
 
-// Recursion here is bounded because every `Value` came from the parser.
-fn write_value(value: &Value, out: &mut Vec<u8>) {
+// Recursion here is bounded because every `JsonValue` came from the parser.
+fn write_value(value: &JsonValue, out: &mut Vec<u8>) {
     match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(literal) => out.extend_from_slice(literal),
-        Value::String(s) => write_string(s, out),
-        Value::Array(items) => {
+        JsonValue::Null => out.extend_from_slice(b"null"),
+        JsonValue::Bool(true) => out.extend_from_slice(b"true"),
+        JsonValue::Bool(false) => out.extend_from_slice(b"false"),
+        JsonValue::Number(literal) => out.extend_from_slice(literal.as_bytes()),
+        JsonValue::String(s) => write_string(s, out),
+        JsonValue::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
@@ -449,7 +464,7 @@ fn write_value(value: &Value, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        Value::Object(map) => {
+        JsonValue::Object(map) => {
             out.push(b'{');
             for (i, (key, item)) in map.iter().enumerate() {
                 if i > 0 {
@@ -845,7 +860,7 @@ mod tests {
         }
     }
 
-    /// Test-side value model (independent of the module's `Value`).
+    /// Test-side value model (independent of the module's `JsonValue`).
     #[derive(Clone)]
     enum J {
         Null,

@@ -60,6 +60,8 @@ pub enum IdentityRule {
 }
 
 pub const DEFAULT_HORIZON_DAYS: u32 = 30;
+/// The shortest dedup horizon a connector may have (`ConnectorConfig::validate`).
+pub const MIN_HORIZON_DAYS: u32 = 1;
 /// Bodies above this are refused (`payload_too_large`) unless a connector says otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 5 * 1024 * 1024;
 
@@ -114,8 +116,238 @@ fn default_max_attempts() -> u32 {
     DEFAULT_MAX_ATTEMPTS
 }
 
+/// A configuration the system refuses to store or ingest under: each variant names the field and
+/// why its value cannot keep the invariants.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectorConfigError {
+    #[error(
+        "connector {connector}: horizon_days is {days}; the dedup horizon must be at least \
+         {MIN_HORIZON_DAYS} day"
+    )]
+    HorizonTooShort { connector: String, days: u32 },
+    #[error("connector {connector}: max_body_bytes is 0, so every delivery would be refused")]
+    NoBodyAllowed { connector: String },
+    #[error(
+        "connector {connector}: canonicalization {rule} cannot read {format} bodies \
+         (csv-offers-v1 is fingerprinted with bytes-v1)"
+    )]
+    RuleCannotReadFormat {
+        connector: String,
+        rule: &'static str,
+        format: &'static str,
+    },
+    #[error("connector {connector}: pull.{field} {problem}")]
+    Pull {
+        connector: String,
+        field: &'static str,
+        problem: &'static str,
+    },
+}
+
 impl ConnectorConfig {
     pub fn horizon_seconds(&self) -> i64 {
         i64::from(self.horizon_days) * 86_400
+    }
+
+    /// Refuses a configuration under which deliveries could not be judged safely. Every path
+    /// that stores a connector calls it, and ingest calls it again on what it reads (an item
+    /// may have been written by hand).
+    pub fn validate(&self) -> Result<(), ConnectorConfigError> {
+        let connector = || self.connector.to_string();
+        if self.horizon_days < MIN_HORIZON_DAYS {
+            return Err(ConnectorConfigError::HorizonTooShort {
+                connector: connector(),
+                days: self.horizon_days,
+            });
+        }
+        if self.max_body_bytes == 0 {
+            return Err(ConnectorConfigError::NoBodyAllowed {
+                connector: connector(),
+            });
+        }
+        if self.payload_format == PayloadFormat::CsvOffersV1
+            && self.canonicalization != CanonicalizationRule::BytesV1
+        {
+            return Err(ConnectorConfigError::RuleCannotReadFormat {
+                connector: connector(),
+                rule: self.canonicalization.as_str(),
+                format: "csv-offers-v1",
+            });
+        }
+        if let Some(pull) = &self.pull {
+            let problem = pull_problem(pull);
+            if let Some((field, problem)) = problem {
+                return Err(ConnectorConfigError::Pull {
+                    connector: connector(),
+                    field,
+                    problem,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The first pull setting under which the poller could never fetch a page, if any.
+fn pull_problem(pull: &PullSettings) -> Option<(&'static str, &'static str)> {
+    let url = pull.export_url.trim();
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Some(("export_url", "must be an http(s) URL"));
+    }
+    if pull.credential_ref.trim().is_empty() {
+        return Some(("credential_ref", "must name the credential"));
+    }
+    if pull.max_attempts == 0 {
+        return Some(("max_attempts", "must be at least 1"));
+    }
+    if pull.page_timeout_ms == 0 {
+        return Some(("page_timeout_ms", "must be at least 1"));
+    }
+    if pull.run_deadline_seconds == 0 {
+        return Some(("run_deadline_seconds", "must be at least 1"));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acme_eu() -> ConnectorConfig {
+        ConnectorConfig {
+            connector: ConnectorId::parse("acme-eu").unwrap(),
+            tenant: TenantId::parse("demo").unwrap(),
+            source_account: SourceAccount::parse("ACC-1").unwrap(),
+            payload_format: PayloadFormat::AcmeExportV1,
+            identity_rule: IdentityRule::ExportPage,
+            canonicalization: CanonicalizationRule::JsonV1,
+            horizon_days: DEFAULT_HORIZON_DAYS,
+            publication: Publication::PerPage,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            pull: Some(PullSettings {
+                export_url: "https://supplier.example/exports/acme-eu".into(),
+                credential_ref: "acme-eu/export-token".into(),
+                run_deadline_seconds: DEFAULT_RUN_DEADLINE_SECONDS,
+                page_timeout_ms: DEFAULT_PAGE_TIMEOUT_MS,
+                max_attempts: DEFAULT_MAX_ATTEMPTS,
+            }),
+        }
+    }
+
+    fn refusal(config: &ConnectorConfig) -> String {
+        config
+            .validate()
+            .expect_err("the configuration must be refused")
+            .to_string()
+    }
+
+    #[test]
+    fn the_sample_configuration_is_valid() {
+        assert_eq!(acme_eu().validate(), Ok(()));
+        let one_day = ConnectorConfig {
+            horizon_days: MIN_HORIZON_DAYS,
+            ..acme_eu()
+        };
+        assert_eq!(
+            one_day.validate(),
+            Ok(()),
+            "one day is the shortest horizon"
+        );
+    }
+
+    #[test]
+    fn a_horizon_below_one_day_is_refused() {
+        let zero = ConnectorConfig {
+            horizon_days: 0,
+            ..acme_eu()
+        };
+        assert_eq!(
+            zero.validate(),
+            Err(ConnectorConfigError::HorizonTooShort {
+                connector: "acme-eu".into(),
+                days: 0
+            })
+        );
+        assert!(
+            refusal(&zero).contains("horizon_days"),
+            "{}",
+            refusal(&zero)
+        );
+    }
+
+    #[test]
+    fn a_size_limit_of_zero_is_refused() {
+        let zero = ConnectorConfig {
+            max_body_bytes: 0,
+            ..acme_eu()
+        };
+        assert!(
+            refusal(&zero).contains("max_body_bytes"),
+            "{}",
+            refusal(&zero)
+        );
+    }
+
+    #[test]
+    fn a_csv_connector_must_fingerprint_the_bytes() {
+        // json-v1 cannot parse a CSV body: every delivery would be refused as invalid_payload.
+        for rule in [
+            CanonicalizationRule::JsonV1,
+            CanonicalizationRule::JsonUnorderedRowsV1,
+        ] {
+            let csv = ConnectorConfig {
+                payload_format: PayloadFormat::CsvOffersV1,
+                identity_rule: IdentityRule::FileVersion,
+                canonicalization: rule,
+                pull: None,
+                ..acme_eu()
+            };
+            assert!(
+                refusal(&csv).contains("canonicalization"),
+                "{}",
+                refusal(&csv)
+            );
+        }
+        let csv = ConnectorConfig {
+            payload_format: PayloadFormat::CsvOffersV1,
+            identity_rule: IdentityRule::FileVersion,
+            canonicalization: CanonicalizationRule::BytesV1,
+            pull: None,
+            ..acme_eu()
+        };
+        assert_eq!(csv.validate(), Ok(()));
+    }
+
+    #[test]
+    fn pull_settings_that_could_never_fetch_a_page_are_refused() {
+        type Edit = fn(&mut PullSettings);
+        let cases: [(&str, Edit); 6] = [
+            ("max_attempts", |p| p.max_attempts = 0),
+            ("page_timeout_ms", |p| p.page_timeout_ms = 0),
+            ("run_deadline_seconds", |p| p.run_deadline_seconds = 0),
+            ("export_url", |p| p.export_url = String::new()),
+            ("export_url", |p| {
+                p.export_url = "ftp://supplier.example/x".into()
+            }),
+            ("credential_ref", |p| p.credential_ref = " ".into()),
+        ];
+        for (field, edit) in cases {
+            let mut config = acme_eu();
+            if let Some(pull) = config.pull.as_mut() {
+                edit(pull);
+            }
+            let message = refusal(&config);
+            assert!(message.contains(field), "{field}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_stored_configuration_still_decodes_when_invalid_so_ingest_can_refuse_it_loudly() {
+        // Decoding never validates: readers that do not use the horizon (projector, ops) keep
+        // working, and ingest names the problem instead of failing to decode.
+        let mut value = serde_json::to_value(acme_eu()).unwrap();
+        value["horizon_days"] = serde_json::json!(0);
+        let decoded: ConnectorConfig = serde_json::from_value(value).unwrap();
+        assert!(decoded.validate().is_err());
     }
 }

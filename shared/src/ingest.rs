@@ -11,7 +11,7 @@
 //! 4. more than 98 rows are stored in chunks under a `PENDING` record, flipped to `COMMITTED`
 //!    by the last chunk; any later attempt resumes where the record says it stopped.
 
-use crate::connector::{ConnectorConfig, PayloadFormat};
+use crate::connector::{ConnectorConfig, ConnectorConfigError, PayloadFormat};
 use crate::envelope::{BodyRef, DeliveryEnvelope};
 use crate::fingerprint::{CanonicalizationRule, Fingerprint};
 use crate::hashing::{base32_lower, base64_decode, hex, sha256};
@@ -32,7 +32,7 @@ use crate::timestamp::Timestamp;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::{field, info, warn, Instrument};
+use tracing::{error, field, info, warn, Instrument};
 
 /// Bound on probe/transaction rounds for one message before it is handed back to the queue.
 const MAX_ROUNDS: u32 = 40;
@@ -124,6 +124,11 @@ pub enum IngestError {
     InjectedCrash(CrashPoint),
     #[error("delivery {0} stayed contended for {MAX_ROUNDS} rounds")]
     Contended(String),
+    /// The stored connector breaks `ConnectorConfig::validate` (written past `put_connector`).
+    /// Nothing is guessed: the message is retried and ends in the dead-letter queue until an
+    /// operator fixes the connector and redrives it.
+    #[error("connector configuration refused: {0}")]
+    ConnectorMisconfigured(#[from] ConnectorConfigError),
 }
 
 enum Failure {
@@ -291,6 +296,13 @@ impl IngestService {
                     envelope.source_account.as_str()
                 ),
             )));
+        }
+        // After the ownership check (a refusal that holds whatever the settings say), before
+        // any setting is used: the horizon and the size limit of an invalid connector are
+        // never applied.
+        if let Err(invalid) = connector.validate() {
+            error!(error = %invalid, "stored connector configuration is invalid; delivery left for retry");
+            return Err(Failure::Transient(invalid.into()));
         }
         let body = self.load_body(envelope, &connector).await?;
         let rows = normalize(connector.payload_format, connector.canonicalization, &body)

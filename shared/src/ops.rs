@@ -27,6 +27,7 @@
 
 use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::aws::s3::S3ArtifactStore;
+use crate::canonical_json::{parse_document, JsonValue};
 use crate::envelope::{BodyRef, DeliveryEnvelope, DeliveryIdentity, ENVELOPE_VERSION};
 use crate::hashing::base64_decode;
 use crate::http::HttpResponse;
@@ -555,22 +556,12 @@ impl OpsService {
         Ok((200, body))
     }
 
-    /// The stored payload (the replay record's artifact) against the quarantined one. Degrades
-    /// to a reason instead of failing the whole answer.
+    /// The payload the mismatch was judged against (the entry's own `stored_artifact_key`,
+    /// never the key's current record, which a later epoch may have replaced) against the
+    /// quarantined one. Degrades to a reason instead of failing the whole answer.
     async fn mismatch_diff(&self, entry: &QuarantineEntry) -> Value {
-        let stored_key = match &entry.delivery_key {
-            Some(key) => match self.evidence.replay_record(key).await {
-                Ok(Some(record)) => Some(record.artifact_key),
-                Ok(None) => entry.stored_artifact_key.clone(),
-                Err(e) => {
-                    warn!(error = %e, "replay record unreadable for a diff");
-                    return json!({"available": false, "reason": "the evidence store is unavailable; retry later"});
-                }
-            },
-            None => entry.stored_artifact_key.clone(),
-        };
-        let Some(stored_key) = stored_key else {
-            return json!({"available": false, "reason": "the stored payload's artifact is not known"});
+        let Some(stored_key) = entry.stored_artifact_key.clone() else {
+            return json!({"available": false, "reason": "the entry does not record the stored payload's artifact"});
         };
         let (stored, received) = match (
             self.archive.read(&stored_key, MAX_DIFF_BYTES).await,
@@ -916,7 +907,9 @@ impl OpsService {
             Err(PullError::UnknownConnector(id)) => {
                 Err(OpsError::UnknownConnector(format!("no connector {id:?}")))
             }
-            Err(e @ PullError::NotPullable { .. }) => Err(OpsError::Invalid(e.to_string())),
+            Err(e @ (PullError::NotPullable { .. } | PullError::Misconfigured(_))) => {
+                Err(OpsError::Invalid(e.to_string()))
+            }
             Err(PullError::FirstPage { attempts, error }) => {
                 warn!(connector = %config.connector, attempts, error = %error, "export page 1 unavailable");
                 Err(OpsError::SupplierUnavailable(format!(
@@ -1102,6 +1095,8 @@ pub struct JsonDifference {
     pub path: String,
     /// `changed`, `added` (only in the received payload) or `removed` (only in the stored one).
     pub change: &'static str,
+    /// The values as `shown_value` renders them: JSON, except that a number a reader could
+    /// round is `{"$number": "<literal>"}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stored: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1128,7 +1123,7 @@ struct DiffWalk {
 }
 
 impl DiffWalk {
-    fn push(&mut self, path: &str, stored: Option<&Value>, received: Option<&Value>) {
+    fn push(&mut self, path: &str, stored: Option<&JsonValue>, received: Option<&JsonValue>) {
         self.total += 1;
         if self.differences.len() < self.cap {
             self.differences.push(JsonDifference {
@@ -1138,15 +1133,16 @@ impl DiffWalk {
                     (None, _) => "added",
                     (_, None) => "removed",
                 },
-                stored: stored.cloned(),
-                received: received.cloned(),
+                stored: stored.map(shown_value),
+                received: received.map(shown_value),
             });
         }
     }
 
-    fn walk(&mut self, path: &str, stored: &Value, received: &Value) {
+    // Recursion is bounded: both documents came from the parser, which caps nesting.
+    fn walk(&mut self, path: &str, stored: &JsonValue, received: &JsonValue) {
         match (stored, received) {
-            (Value::Object(a), Value::Object(b)) => {
+            (JsonValue::Object(a), JsonValue::Object(b)) => {
                 let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
                 for key in keys {
                     let child = format!("{path}/{}", pointer_escape(key));
@@ -1156,7 +1152,7 @@ impl DiffWalk {
                     }
                 }
             }
-            (Value::Array(a), Value::Array(b)) => {
+            (JsonValue::Array(a), JsonValue::Array(b)) => {
                 for i in 0..a.len().max(b.len()) {
                     let child = format!("{path}/{i}");
                     match (a.get(i), b.get(i)) {
@@ -1165,6 +1161,8 @@ impl DiffWalk {
                     }
                 }
             }
+            // Numbers compare by their literal text: `1.0` and `1.00` differ, and so do two
+            // values that only differ beyond f64's precision.
             (a, b) if a == b => {}
             (a, b) => self.push(path, Some(a), Some(b)),
         }
@@ -1172,8 +1170,8 @@ impl DiffWalk {
 }
 
 /// Leaf differences between two JSON documents: objects by key, arrays index by index, JSON
-/// pointer paths (`/offers/0/quantity`); at most `cap` listed.
-pub fn json_diff(stored: &Value, received: &Value, cap: usize) -> JsonDiff {
+/// pointer paths (`/offers/0/quantity`); at most `cap` listed. Numbers are compared as written.
+pub fn json_diff(stored: &JsonValue, received: &JsonValue, cap: usize) -> JsonDiff {
     let mut walk = DiffWalk {
         cap,
         differences: Vec::new(),
@@ -1185,6 +1183,50 @@ pub fn json_diff(stored: &Value, received: &Value, cap: usize) -> JsonDiff {
         differences: walk.differences,
         total: walk.total,
     }
+}
+
+/// The largest integer magnitude every JSON reader holds exactly (JavaScript's f64 included).
+const MAX_EXACT_INTEGER: u64 = (1 << 53) - 1;
+
+/// A payload value as a diff shows it: plain JSON, except a number that a reader could round or
+/// rewrite (a fraction, an exponent, `-0`, an integer beyond 2^53 - 1), which is shown as
+/// `{"$number": "<literal>"}` with its text exactly as the payload wrote it.
+pub fn shown_value(value: &JsonValue) -> Value {
+    match value {
+        JsonValue::Null => Value::Null,
+        JsonValue::Bool(b) => Value::Bool(*b),
+        JsonValue::Number(literal) => {
+            exact_integer(literal).unwrap_or_else(|| json!({ "$number": literal }))
+        }
+        JsonValue::String(text) => Value::String(text.clone()),
+        JsonValue::Array(items) => Value::Array(items.iter().map(shown_value).collect()),
+        JsonValue::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| (key.clone(), shown_value(item)))
+                .collect(),
+        ),
+    }
+}
+
+/// The literal as a JSON number when it is a plain integer every reader holds exactly.
+fn exact_integer(literal: &str) -> Option<Value> {
+    let (negative, digits) = match literal.strip_prefix('-') {
+        Some(digits) => (true, digits),
+        None => (false, literal),
+    };
+    let plain = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && !(negative && digits == "0");
+    if !plain {
+        return None;
+    }
+    let magnitude: u64 = digits.parse().ok()?;
+    if magnitude > MAX_EXACT_INTEGER {
+        return None;
+    }
+    let magnitude = i64::try_from(magnitude).ok()?;
+    Some(Value::from(if negative { -magnitude } else { magnitude }))
 }
 
 fn excerpt(bytes: &[u8], at: usize) -> String {
@@ -1245,10 +1287,8 @@ pub fn byte_summary(stored: &[u8], received: &[u8]) -> Value {
 /// A diff of the stored payload against the received one: field-level when both are JSON,
 /// a byte (and line) summary otherwise.
 pub fn payload_diff(stored: &[u8], received: &[u8]) -> Value {
-    match (
-        serde_json::from_slice::<Value>(stored),
-        serde_json::from_slice::<Value>(received),
-    ) {
+    // The project's strict parser keeps number literals; serde_json would read them as f64.
+    match (parse_document(stored), parse_document(received)) {
         (Ok(a), Ok(b)) => {
             let diff = json_diff(&a, &b, MAX_DIFF_ENTRIES);
             let mut out = json!({
@@ -1259,7 +1299,7 @@ pub fn payload_diff(stored: &[u8], received: &[u8]) -> Value {
             });
             if diff.total == 0 && stored != received {
                 out["note"] = json!(
-                    "the documents hold the same values; they differ in how they are written (number notation, escaping, whitespace or key order)"
+                    "the documents hold the same values, numbers written alike; they differ in string escaping, whitespace or key order"
                 );
                 out["bytes"] = byte_summary(stored, received);
             }
@@ -1273,6 +1313,11 @@ pub fn payload_diff(stored: &[u8], received: &[u8]) -> Value {
 mod tests {
     use super::*;
 
+    /// A document as the diff parses it (numbers keep their literal text).
+    fn doc(value: Value) -> JsonValue {
+        parse_document(&serde_json::to_vec(&value).unwrap()).unwrap()
+    }
+
     fn page(quantity: u64) -> Value {
         json!({"export_id": "EXP-8821", "page": 2, "page_count": 3, "offers": [
             {"sku": "AX-440-R2", "quantity": quantity, "unit": "each", "price": "820.00", "currency": "EUR", "observed_at": "2026-11-29T08:00:00Z"}
@@ -1281,7 +1326,7 @@ mod tests {
 
     #[test]
     fn a_changed_leaf_is_reported_at_its_json_pointer() {
-        let diff = json_diff(&page(6), &page(5), MAX_DIFF_ENTRIES);
+        let diff = json_diff(&doc(page(6)), &doc(page(5)), MAX_DIFF_ENTRIES);
         assert_eq!(
             diff.differences,
             vec![JsonDifference {
@@ -1301,8 +1346,8 @@ mod tests {
 
     #[test]
     fn identical_documents_have_no_differences_whatever_the_key_order() {
-        let a: Value = serde_json::from_str(r#"{"a": 1, "b": [1, {"c": null}]}"#).unwrap();
-        let b: Value = serde_json::from_str(r#"{"b": [1, {"c": null}], "a": 1}"#).unwrap();
+        let a = parse_document(br#"{"a": 1, "b": [1, {"c": null}]}"#).unwrap();
+        let b = parse_document(br#"{"b": [1, {"c": null}], "a": 1}"#).unwrap();
         let diff = json_diff(&a, &b, 10);
         assert!(diff.differences.is_empty());
         assert_eq!(diff.total, 0);
@@ -1312,7 +1357,7 @@ mod tests {
     fn added_and_removed_keys_and_array_elements_name_their_side() {
         let stored = json!({"keep": 1, "gone": "x", "rows": [1, 2, 3]});
         let received = json!({"keep": 1, "new": {"deep": true}, "rows": [1, 9]});
-        let diff = json_diff(&stored, &received, 10);
+        let diff = json_diff(&doc(stored), &doc(received), 10);
         assert_eq!(
             diff.differences,
             vec![
@@ -1343,7 +1388,7 @@ mod tests {
             ]
         );
         // An explicit null is a value, not an absence.
-        let diff = json_diff(&json!({"a": null}), &json!({}), 10);
+        let diff = json_diff(&doc(json!({"a": null})), &doc(json!({})), 10);
         assert_eq!(diff.differences[0].stored, Some(Value::Null));
         assert_eq!(diff.differences[0].change, "removed");
     }
@@ -1351,15 +1396,15 @@ mod tests {
     #[test]
     fn type_changes_are_one_leaf_and_keys_are_pointer_escaped() {
         let diff = json_diff(
-            &json!({"a/b": {"m~n": [1]}}),
-            &json!({"a/b": {"m~n": {"0": 1}}}),
+            &doc(json!({"a/b": {"m~n": [1]}})),
+            &doc(json!({"a/b": {"m~n": {"0": 1}}})),
             10,
         );
         assert_eq!(diff.differences.len(), 1);
         assert_eq!(diff.differences[0].path, "/a~1b/m~0n");
         assert_eq!(diff.differences[0].stored, Some(json!([1])));
         // Different scalar documents differ at the root pointer "".
-        let diff = json_diff(&json!(1), &json!("1"), 10);
+        let diff = json_diff(&doc(json!(1)), &doc(json!("1")), 10);
         assert_eq!(diff.differences[0].path, "");
     }
 
@@ -1367,7 +1412,7 @@ mod tests {
     fn the_list_is_capped_but_every_difference_is_counted() {
         let stored = Value::Array((0..500).map(|i| json!(i)).collect());
         let received = Value::Array((0..500).map(|i| json!(i + 1)).collect());
-        let diff = json_diff(&stored, &received, MAX_DIFF_ENTRIES);
+        let diff = json_diff(&doc(stored), &doc(received), MAX_DIFF_ENTRIES);
         assert_eq!(diff.differences.len(), MAX_DIFF_ENTRIES);
         assert_eq!(diff.total, 500);
         assert!(diff.truncated);
@@ -1404,6 +1449,101 @@ mod tests {
         assert_eq!(diff["difference_count"], 0);
         assert!(diff["note"].is_string());
         assert_eq!(diff["bytes"]["first_difference_offset"], 5);
+    }
+
+    /// The one difference of a JSON payload diff (asserting there is exactly one).
+    fn only_difference(stored: &str, received: &str) -> Value {
+        let diff = payload_diff(stored.as_bytes(), received.as_bytes());
+        assert_eq!(diff["format"], "json", "{diff}");
+        assert_eq!(diff["difference_count"], 1, "{diff}");
+        diff["differences"][0].clone()
+    }
+
+    #[test]
+    fn numbers_that_differ_beyond_f64_precision_are_a_difference_shown_literally() {
+        let difference = only_difference(
+            r#"{"price": 820.000000000000000001}"#,
+            r#"{"price": 820.000000000000000002}"#,
+        );
+        assert_eq!(
+            difference,
+            json!({"path": "/price", "change": "changed",
+                   "stored": {"$number": "820.000000000000000001"},
+                   "received": {"$number": "820.000000000000000002"}})
+        );
+    }
+
+    #[test]
+    fn a_number_written_with_another_precision_is_a_difference() {
+        let difference = only_difference(r#"{"a": 1.0}"#, r#"{"a": 1.00}"#);
+        assert_eq!(difference["stored"], json!({"$number": "1.0"}));
+        assert_eq!(difference["received"], json!({"$number": "1.00"}));
+        let difference = only_difference(r#"{"a": 1e2}"#, r#"{"a": 100}"#);
+        assert_eq!(
+            (&difference["stored"], &difference["received"]),
+            (&json!({"$number": "1e2"}), &json!(100))
+        );
+    }
+
+    #[test]
+    fn integers_beyond_what_every_reader_holds_exactly_are_shown_as_literals() {
+        // 2^53 + 1 and 2^53 are the same f64.
+        let difference = only_difference(r#"[9007199254740993]"#, r#"[9007199254740992]"#);
+        assert_eq!(
+            difference,
+            json!({"path": "/0", "change": "changed",
+                   "stored": {"$number": "9007199254740993"},
+                   "received": {"$number": "9007199254740992"}})
+        );
+        let difference = only_difference(r#"[-0]"#, r#"[0]"#);
+        assert_eq!(
+            (&difference["stored"], &difference["received"]),
+            (&json!({"$number": "-0"}), &json!(0))
+        );
+        let difference = only_difference(r#"[9007199254740991]"#, r#"[-9007199254740991]"#);
+        assert_eq!(
+            (&difference["stored"], &difference["received"]),
+            (&json!(9007199254740991_i64), &json!(-9007199254740991_i64)),
+            "the largest safe integers stay JSON numbers"
+        );
+    }
+
+    #[test]
+    fn small_integers_stay_json_numbers_in_the_differences() {
+        let stored = serde_json::to_vec(&page(6)).unwrap();
+        let received = serde_json::to_vec(&page(5)).unwrap();
+        let diff = payload_diff(&stored, &received);
+        assert_eq!(
+            diff["differences"],
+            json!([{"path": "/offers/0/quantity", "change": "changed", "stored": 6, "received": 5}])
+        );
+    }
+
+    #[test]
+    fn a_price_sent_as_a_number_instead_of_a_string_is_told_apart() {
+        let difference = only_difference(r#"{"price": "820.00"}"#, r#"{"price": 820.00}"#);
+        assert_eq!(difference["stored"], json!("820.00"));
+        assert_eq!(difference["received"], json!({"$number": "820.00"}));
+    }
+
+    #[test]
+    fn added_subtrees_keep_their_number_literals() {
+        let difference = only_difference(r#"{}"#, r#"{"new": {"price": 1.50, "n": [2]}}"#);
+        assert_eq!(
+            difference,
+            json!({"path": "/new", "change": "added",
+                   "received": {"price": {"$number": "1.50"}, "n": [2]}})
+        );
+    }
+
+    #[test]
+    fn escaping_whitespace_and_key_order_are_not_differences() {
+        let diff = payload_diff(
+            br#"{"a": "A", "b": [1, 2.50]}"#,
+            br#"{"b":[1,2.50],"a":"A"}"#,
+        );
+        assert_eq!(diff["difference_count"], 0, "{diff}");
+        assert!(diff["note"].is_string());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! enqueued, so the run stays incomplete and the sweeper names the missing page.
 
 use crate::aws::dynamo::DynamoEvidenceStore;
-use crate::connector::{ConnectorConfig, IdentityRule, PullSettings};
+use crate::connector::{ConnectorConfig, ConnectorConfigError, IdentityRule, PullSettings};
 use crate::envelope::RunPage;
 use crate::hashing::sha256_hex;
 use crate::ids::{ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceDeliveryId};
@@ -151,6 +151,9 @@ pub enum PullError {
     FirstPage { attempts: u32, error: FetchError },
     #[error("export page 1 is not a usable export: {0}")]
     BadExport(String),
+    /// The stored connector breaks `ConnectorConfig::validate`: no run is started under it.
+    #[error("{0}")]
+    Misconfigured(#[from] ConnectorConfigError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -467,6 +470,7 @@ fn pull_settings(config: &ConnectorConfig) -> Result<&PullSettings, PullError> {
     if config.identity_rule != IdentityRule::ExportPage {
         return Err(not_pullable("its identity rule is not export_page"));
     }
+    config.validate()?;
     Ok(settings)
 }
 
@@ -902,6 +906,21 @@ mod tests {
         assert_eq!(report.enqueued, vec![1]);
         assert_eq!(failed_pages(&report), vec![2, 3]);
         assert!(report.failed[0].1.contains("EXP-8822"));
+    }
+
+    #[tokio::test]
+    async fn a_connector_stored_with_an_invalid_configuration_starts_no_run() {
+        let source = Arc::new(ScriptedSource::export("EXP-8821", 1));
+        let mut zero = acme_eu("http://supplier.invalid/exports/acme-eu", 3);
+        zero.horizon_days = 0;
+        let h = Harness::new(vec![zero], source.clone());
+        let err = h.service.run_connector(&acme()).await.unwrap_err();
+        assert!(
+            matches!(&err, PullError::Misconfigured(_)) && err.to_string().contains("horizon_days"),
+            "{err}"
+        );
+        assert_eq!(source.calls(1), 0, "the supplier is not asked");
+        assert!(h.journal.runs().is_empty());
     }
 
     #[tokio::test]

@@ -429,6 +429,12 @@ impl WebhookService {
                 return Err(UNAVAILABLE);
             }
         };
+        // A stored configuration that `validate` refuses (e.g. max_body_bytes 0) would turn
+        // every delivery into a final 4xx; a 503 keeps the supplier retrying until it is fixed.
+        if let Err(invalid) = config.validate() {
+            error!(connector = %connector_id, error = %invalid, "stored connector configuration is invalid");
+            return Err(UNAVAILABLE);
+        }
 
         if request.body.len() as u64 > config.max_body_bytes {
             return Err(refuse(
@@ -1155,6 +1161,7 @@ mod tests {
     async fn a_csv_connector_takes_any_content_type_and_names_deliveries_by_webhook_id() {
         let mut config = acme_events();
         config.payload_format = PayloadFormat::CsvOffersV1;
+        config.canonicalization = crate::fingerprint::CanonicalizationRule::BytesV1;
         let h = harness_with(config, &[SECRET], VecQueue::default());
         let body = b"sku,quantity,unit,price,currency,observed_at\nAX-440-R2,6,each,820.00,EUR,2026-11-29T08:00:00Z\n";
         let signature = sign(&SigningSecret::parse(SECRET).unwrap(), "msg_c", NOW, body);
@@ -1168,6 +1175,22 @@ mod tests {
             error_code(&h.service.handle(request).await),
             "invalid_payload"
         );
+    }
+
+    #[tokio::test]
+    async fn an_invalid_stored_connector_is_503_not_a_final_refusal() {
+        // Stored past put_connector: with max_body_bytes 0 every body would be a final 413.
+        let mut config = acme_events();
+        config.max_body_bytes = 0;
+        let h = harness_with(config, &[SECRET], VecQueue::default());
+        let response = h
+            .service
+            .handle(signed(SECRET, &cloud_event("evt-1")))
+            .await;
+        assert_eq!(response.status, 503, "{}", response.body);
+        assert_eq!(error_code(&response), "unavailable");
+        assert!(!response.body.contains("max_body_bytes"), "no internals");
+        assert!(sent(&h).is_empty());
     }
 
     #[tokio::test]

@@ -542,3 +542,65 @@ async fn a_key_whose_record_was_deleted_by_ttl_is_stored_again_beyond_the_horizo
     let record = env.replay(key).await.unwrap();
     assert_eq!(record.previous_epoch.map(|p| p.epoch), Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connector_with_a_horizon_below_one_day_cannot_be_stored() {
+    let env = spawn_env(true).await;
+    let zero = ConnectorConfig {
+        horizon_days: 0,
+        ..acme_eu()
+    };
+    let refused = env.store.put_connector(&zero).await;
+    assert!(refused.is_err(), "a zero-day horizon was stored");
+    let no_body = ConnectorConfig {
+        max_body_bytes: 0,
+        ..acme_eu()
+    };
+    assert!(env.store.put_connector(&no_body).await.is_err());
+    assert!(
+        env.items().await.is_empty(),
+        "nothing stored: {:?}",
+        env.items().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delivery_for_a_connector_stored_with_an_invalid_horizon_is_refused_loudly_and_nothing_is_stored(
+) {
+    let env = spawn_env(true).await;
+    // Written past `put_connector`, as a hand edit of the table would be.
+    let zero = ConnectorConfig {
+        horizon_days: 0,
+        ..acme_eu()
+    };
+    env.clients
+        .dynamodb
+        .put_item()
+        .table_name(&env.table)
+        .set_item(Some(feedsafe::aws::dynamo::connector_item(&zero).unwrap()))
+        .send()
+        .await
+        .unwrap();
+    let body = export_page(
+        "EXP-8821",
+        2,
+        3,
+        vec![offer("AX-440-R2", 6, "820.00", "2026-11-29T08:00:00Z")],
+    );
+    let outcome = env
+        .service()
+        .ingest_message(&page_envelope(&zero, "EXP-8821", 2, 3, &body))
+        .await;
+    let error = outcome.expect_err("the delivery must be retried, not settled");
+    assert!(
+        error.to_string().contains("horizon_days"),
+        "the failure names the bad setting: {error}"
+    );
+    assert!(env.replay_records().await.is_empty(), "no replay record");
+    assert!(env.observations().await.is_empty(), "no observation");
+    assert!(
+        env.quarantine().await.is_empty(),
+        "not a refusal of the input"
+    );
+    assert!(env.object_versions("raw/").await.is_empty(), "no artifact");
+}

@@ -527,3 +527,66 @@ async fn an_operator_reviews_a_mismatch_and_accepts_it_as_a_new_delivery_without
     assert_eq!((status, code(&body)), (400, "invalid_request"));
     stack.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_quarantine_diff_compares_with_the_payload_judged_against_not_a_later_epoch() {
+    use feedsafe::ingest::IngestOutcome;
+    use feedsafe::ports::{NoFaults, OffsetClock};
+    use std::sync::Arc;
+
+    // No TTL: the expired record must still be present when the key comes back.
+    let env = spawn_env(false).await;
+    let stack = stack(&env).await;
+    let acme = sample_connectors(&stack.supplier)
+        .unwrap()
+        .into_iter()
+        .find(|c| c.connector.as_str() == "acme-eu")
+        .unwrap();
+    let key = "demo/acme-eu/ACC-1/EXP-8821/2";
+    let page = |quantity: u64| export_page("EXP-8821", 2, 3, vec![row(quantity)]);
+    let envelope = |quantity: u64| plain_envelope(&acme, "EXP-8821/2", &page(quantity));
+    let past = env.service_with(
+        Arc::new(OffsetClock(-(acme.horizon_seconds() + 86_400))),
+        Arc::new(NoFaults),
+    );
+
+    // A month and a horizon ago: K stored with payload A (quantity 6), then B (quantity 5)
+    // under the same key is quarantined.
+    let a = match past.ingest_message(&envelope(6)).await.unwrap() {
+        IngestOutcome::Committed(result) => result,
+        other => panic!("A was not committed: {other:?}"),
+    };
+    let quarantine_id = match past.ingest_message(&envelope(5)).await.unwrap() {
+        IngestOutcome::Mismatch(report) => report.quarantine_id,
+        other => panic!("B was not quarantined: {other:?}"),
+    };
+
+    // Today K's record has expired, and payload C (quantity 4) is stored as a new epoch.
+    let c = match env.service().ingest_message(&envelope(4)).await.unwrap() {
+        IngestOutcome::Committed(result) => result,
+        other => panic!("C was not stored beyond the horizon: {other:?}"),
+    };
+    assert_eq!(c.epoch, 1);
+    assert_ne!(c.artifact_key, a.artifact_key);
+    assert_eq!(env.replay(key).await.unwrap().artifact_key, c.artifact_key);
+
+    // The diff of B's entry is A against B: the payload the mismatch was judged against.
+    let (status, shown) = call(
+        "GET",
+        format!("{}/v1/quarantine/{quarantine_id}", stack.base_url()),
+        Some(OPERATOR),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(
+        shown["diff"]["stored_artifact_key"],
+        a.artifact_key.as_str(),
+        "{shown}"
+    );
+    assert_eq!(
+        shown["diff"]["differences"],
+        json!([{"path": "/offers/0/quantity", "change": "changed", "stored": 6, "received": 5}]),
+        "{shown}"
+    );
+}

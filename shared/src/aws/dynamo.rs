@@ -8,7 +8,7 @@
 //! | quarantine   | `QUAR#{id}`            | `QUAR`   |                                        | `QUARANTINE#{tenant}`, `{at}#{id}` |
 //! | connector    | `CONNECTOR#{id}`       | `CONFIG` |                                        |                                  |
 
-use crate::connector::ConnectorConfig;
+use crate::connector::{ConnectorConfig, ConnectorConfigError};
 use crate::fingerprint::Fingerprint;
 use crate::ids::{ConnectorId, ObservationId};
 use crate::model::{
@@ -180,6 +180,7 @@ pub fn quarantine_item(entry: &QuarantineEntry) -> Result<Item, StoreError> {
     Ok(item)
 }
 
+/// The item of a connector. It only encodes: `DynamoEvidenceStore::put_connector` validates.
 pub fn connector_item(config: &ConnectorConfig) -> Result<Item, StoreError> {
     Ok(with_keys(
         encode(config)?,
@@ -187,6 +188,14 @@ pub fn connector_item(config: &ConnectorConfig) -> Result<Item, StoreError> {
         SK_CONNECTOR,
         "connector",
     ))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PutConnectorError {
+    #[error("connector configuration refused: {0}")]
+    Invalid(#[from] ConnectorConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 pub(crate) fn unavailable<E>(what: &'static str) -> impl FnOnce(E) -> StoreError
@@ -239,7 +248,9 @@ impl DynamoEvidenceStore {
         self.get(quarantine_pk(id), SK_QUARANTINE).await
     }
 
-    pub async fn put_connector(&self, config: &ConnectorConfig) -> Result<(), StoreError> {
+    /// Stores a connector's configuration, refusing one that `ConnectorConfig::validate` refuses.
+    pub async fn put_connector(&self, config: &ConnectorConfig) -> Result<(), PutConnectorError> {
+        config.validate()?;
         self.client
             .put_item()
             .table_name(&self.table)
