@@ -39,6 +39,9 @@ fn check(
 
 macro_rules! string_id {
     ($(#[$doc:meta])* $name:ident, $what:literal, $max:expr, $allowed:expr) => {
+        string_id!($(#[$doc])* $name, $what, |text: &str| check($what, text, $max, $allowed));
+    };
+    ($(#[$doc:meta])* $name:ident, $what:literal, $validate:expr) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
@@ -46,7 +49,7 @@ macro_rules! string_id {
 
         impl $name {
             pub fn parse(text: &str) -> Result<Self, IdError> {
-                check($what, text, $max, $allowed)?;
+                ($validate)(text)?;
                 Ok(Self(text.to_owned()))
             }
             pub fn as_str(&self) -> &str {
@@ -57,7 +60,7 @@ macro_rules! string_id {
         impl TryFrom<String> for $name {
             type Error = IdError;
             fn try_from(text: String) -> Result<Self, IdError> {
-                check($what, &text, $max, $allowed)?;
+                ($validate)(&text)?;
                 Ok(Self(text))
             }
         }
@@ -80,6 +83,28 @@ fn slug_char(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_'
 }
 
+/// Ids that start with this character are the system's own (for example
+/// [`UNREADABLE_ENVELOPE_TENANT`]). `TenantId` and `ConnectorId` refuse them, so connector
+/// items, envelopes, local tokens and JWT claims can never name one.
+pub const RESERVED_ID_PREFIX: char = '_';
+
+/// The tenant under which refusals of unreadable envelopes are filed (S3 `rejected/_unknown/…`,
+/// quarantine `tenant`, GSI `QUARANTINE#_unknown`). Reserved: no `TenantId` equals it, so no
+/// configured tenant shares its records and no caller's principal can read them.
+pub const UNREADABLE_ENVELOPE_TENANT: &str = "_unknown";
+
+/// A tenant or connector id: a slug of at most 64 characters that is not reserved.
+fn configured_slug(what: &'static str, text: &str) -> Result<(), IdError> {
+    check(what, text, 64, slug_char)?;
+    if text.starts_with(RESERVED_ID_PREFIX) {
+        return Err(IdError {
+            what,
+            reason: "ids starting with `_` are reserved for the system",
+        });
+    }
+    Ok(())
+}
+
 fn account_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
 }
@@ -90,12 +115,13 @@ fn delivery_char(c: char) -> bool {
 }
 
 string_id!(
-    /// A tenant: lower-case letters, digits, `-`, `_`.
-    TenantId, "tenant", 64, slug_char
+    /// A tenant: lower-case letters, digits, `-`, `_`; never starting with `_` (reserved).
+    TenantId, "tenant", |text: &str| configured_slug("tenant", text)
 );
 string_id!(
-    /// A connector: lower-case letters, digits, `-`, `_`; unique across tenants.
-    ConnectorId, "connector", 64, slug_char
+    /// A connector: lower-case letters, digits, `-`, `_`; never starting with `_` (reserved);
+    /// unique across tenants.
+    ConnectorId, "connector", |text: &str| configured_slug("connector", text)
 );
 string_id!(
     /// The supplier-side account a connector reads; never contains `/`.
@@ -249,6 +275,23 @@ mod tests {
         assert_ne!(a, ObservationId::derive(&key("EXP-8821/2"), 1, 0));
         assert_ne!(a, ObservationId::derive(&key("EXP-8822/2"), 0, 0));
         assert_eq!(ObservationId::parse(a.as_str()).unwrap(), a);
+    }
+
+    #[test]
+    fn tenant_and_connector_ids_starting_with_an_underscore_are_reserved() {
+        for reserved in ["_unknown", "_", "_system"] {
+            let tenant = TenantId::parse(reserved).unwrap_err();
+            assert!(tenant.reason.contains("reserved"), "{tenant}");
+            let connector = ConnectorId::parse(reserved).unwrap_err();
+            assert!(connector.reason.contains("reserved"), "{connector}");
+            // The serde path (connector items, envelopes, local config) refuses them too.
+            assert!(serde_json::from_value::<TenantId>(serde_json::json!(reserved)).is_err());
+            assert!(serde_json::from_value::<ConnectorId>(serde_json::json!(reserved)).is_err());
+        }
+        assert!(TenantId::parse(UNREADABLE_ENVELOPE_TENANT).is_err());
+        // An underscore elsewhere is still an ordinary id.
+        assert!(TenantId::parse("acme_eu").is_ok());
+        assert!(ConnectorId::parse("acme-eu_2").is_ok());
     }
 
     #[test]
