@@ -136,6 +136,92 @@ string_id!(
     RunId, "run id", 64, account_char
 );
 
+/// The stable fields a fallback identity is derived from (DESIGN.md section 4) when the source
+/// names the delivery with nothing usable. A field the source does not have is passed empty,
+/// never left out, so that the digest input keeps one shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FallbackFields<'a> {
+    pub source_account: &'a str,
+    /// Where the payload was received or fetched, e.g. `/v1/webhooks/acme-events`.
+    pub endpoint: &'a str,
+    /// Empty for a webhook (a push has no page cursor).
+    pub page_cursor: &'a str,
+    /// The source's own time for the delivery, e.g. the `webhook-timestamp` in unix seconds.
+    pub source_timestamp: &'a str,
+    /// sha256 hex of the literal payload.
+    pub payload_sha256: &'a str,
+}
+
+/// Percent-encodes `%` and `separator` in `text`, so that `separator` occurs nowhere in the
+/// result and decoding is unique (`%` itself is escaped, so a literal `%2F` stays `%252F`).
+fn escape_component(text: &str, separator: char) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == '%' || c == separator {
+            // Both are ASCII: one byte, two hex digits.
+            out.push_str(&format!("%{:02X}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl SourceDeliveryId {
+    /// A CloudEvents identity: `{source}/{id}` with `%` and `/` percent-encoded inside `id` only.
+    /// The id then holds no `/`, so the last `/` separates the two and distinct (source, id)
+    /// pairs never share a key: `("/x", "y/z")` is `/x/y%2Fz`, `("/x/y", "z")` is `/x/y/z`.
+    /// The common case stays as the source wrote it (`urn:acme:events/evt-1`). When that is not
+    /// a valid id (spaces, non-ASCII, over 512 characters): `ce-{sha256 hex}` over both fields
+    /// as netstrings; it holds no `/`, so it never equals a readable one.
+    pub fn cloud_event(source: &str, id: &str) -> Self {
+        Self::parse(&format!("{source}/{}", escape_component(id, '/')))
+            .unwrap_or_else(|_| Self::digest("ce-", &["cloudevents", source, id]))
+    }
+
+    /// A page of a supplier export: `{export_id}/{page}`, e.g. `EXP-8821/2`. Unambiguous as it
+    /// stands: the page is a decimal number (no `/`, no leading zero), so the last `/` always
+    /// separates it from an export id that may hold `/` of its own.
+    pub fn export_page(export_id: &str, page: u32) -> Result<Self, IdError> {
+        Self::parse(&format!("{export_id}/{page}"))
+    }
+
+    /// A dropped file: `{file}@{version}` with `%` and `@` percent-encoded inside the version
+    /// only, so the last `@` separates the two (`prices.csv@v1`). When that is not a valid id:
+    /// `file-{sha256 hex}` over both fields as netstrings; it holds no `@`, so it never equals a
+    /// readable one.
+    pub fn file_version(file: &str, version: &str) -> Self {
+        Self::parse(&format!("{file}@{}", escape_component(version, '@')))
+            .unwrap_or_else(|_| Self::digest("file-", &["file_version", file, version]))
+    }
+
+    /// The fallback identity: `fb-{sha256 hex}` over every field of [`FallbackFields`] as
+    /// netstrings.
+    pub fn fallback(fields: &FallbackFields<'_>) -> Self {
+        Self::digest(
+            "fb-",
+            &[
+                "fallback",
+                fields.source_account,
+                fields.endpoint,
+                fields.page_cursor,
+                fields.source_timestamp,
+                fields.payload_sha256,
+            ],
+        )
+    }
+
+    fn digest(prefix: &str, fields: &[&str]) -> Self {
+        let bytes: Vec<&[u8]> = fields.iter().map(|f| f.as_bytes()).collect();
+        let text = format!(
+            "{prefix}{}",
+            crate::hashing::hex(&crate::hashing::sha256_fields(&bytes))
+        );
+        // A short ASCII prefix plus 64 hex digits always passes `delivery_char` and the length.
+        Self(text)
+    }
+}
+
 /// How strongly the source itself names the delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -275,6 +361,90 @@ mod tests {
         assert_ne!(a, ObservationId::derive(&key("EXP-8821/2"), 1, 0));
         assert_ne!(a, ObservationId::derive(&key("EXP-8822/2"), 0, 0));
         assert_eq!(ObservationId::parse(a.as_str()).unwrap(), a);
+    }
+
+    #[test]
+    fn cloudevents_identities_are_readable_and_unambiguous() {
+        let ce = |source: &str, id: &str| SourceDeliveryId::cloud_event(source, id);
+        assert_eq!(
+            ce("urn:acme:events", "evt-1").as_str(),
+            "urn:acme:events/evt-1"
+        );
+        assert_eq!(
+            ce("urn:acme:events", "evt-1"),
+            ce("urn:acme:events", "evt-1")
+        );
+        assert_eq!(ce("/x", "y/z").as_str(), "/x/y%2Fz");
+        assert_eq!(ce("/x/y", "z").as_str(), "/x/y/z");
+        assert_eq!(ce("/x", "y%2Fz").as_str(), "/x/y%252Fz");
+        assert_eq!(ce("a%", "b").as_str(), "a%/b");
+        // Digest forms: fields kept apart, never equal to a readable id (no `/`).
+        let newline = ce("s\na", "b");
+        assert!(newline.as_str().starts_with("ce-") && !newline.as_str().contains('/'));
+        assert_ne!(newline, ce("s", "a\nb"));
+        let long = "s".repeat(600);
+        assert_ne!(ce(&long, "1"), ce(&format!("{long}/1"), ""));
+        assert!(SourceDeliveryId::parse(ce(&long, "1").as_str()).is_ok());
+        // Exactly at the limit stays readable; one more character is a digest.
+        assert_eq!(ce(&"s".repeat(510), "1").as_str().len(), 512);
+        assert!(ce(&"s".repeat(511), "1").as_str().starts_with("ce-"));
+    }
+
+    #[test]
+    fn file_identities_are_readable_and_unambiguous() {
+        let file = |name: &str, version: &str| SourceDeliveryId::file_version(name, version);
+        assert_eq!(file("prices.csv", "v1").as_str(), "prices.csv@v1");
+        assert_eq!(file("a@b", "c").as_str(), "a@b@c");
+        assert_eq!(file("a", "b@c").as_str(), "a@b%40c");
+        assert_ne!(file("a", "b%40c"), file("a", "b@c"));
+        let spaced = file("price list.csv", "v1");
+        assert!(spaced.as_str().starts_with("file-") && !spaced.as_str().contains('@'));
+        assert_ne!(spaced, file("price list.csv", "v2"));
+    }
+
+    #[test]
+    fn the_fallback_identity_covers_every_listed_field() {
+        let base = FallbackFields {
+            source_account: "ACC-1",
+            endpoint: "/v1/webhooks/acme-events",
+            page_cursor: "",
+            source_timestamp: "1796025600",
+            payload_sha256: "ab",
+        };
+        let id = SourceDeliveryId::fallback(&base);
+        assert_eq!(id, SourceDeliveryId::fallback(&base));
+        assert!(id.as_str().starts_with("fb-") && id.as_str().len() == 67);
+        let changed = [
+            FallbackFields {
+                source_account: "ACC-2",
+                ..base
+            },
+            FallbackFields {
+                endpoint: "/v1/webhooks/acme-eu",
+                ..base
+            },
+            FallbackFields {
+                page_cursor: "c2",
+                ..base
+            },
+            FallbackFields {
+                source_timestamp: "1796025601",
+                ..base
+            },
+            FallbackFields {
+                payload_sha256: "cd",
+                ..base
+            },
+            // A boundary moved between two fields is another identity too.
+            FallbackFields {
+                endpoint: "/v1/webhooks/acme-events1",
+                source_timestamp: "796025600",
+                ..base
+            },
+        ];
+        for fields in changed {
+            assert_ne!(SourceDeliveryId::fallback(&fields), id, "{fields:?}");
+        }
     }
 
     #[test]

@@ -370,8 +370,8 @@ impl PullService {
                 return Err(format!("page says it is page {:?}", found.page));
             }
         }
-        let id = SourceDeliveryId::parse(&format!("{}/{page}", report.export_id))
-            .map_err(|e| e.to_string())?;
+        let id =
+            SourceDeliveryId::export_page(&report.export_id, page).map_err(|e| e.to_string())?;
         let key = DeliveryKey::new(
             config.tenant.clone(),
             config.connector.clone(),
@@ -463,7 +463,7 @@ fn first_page_header(body: &[u8]) -> Result<(String, u32), PullError> {
         return Err(PullError::BadExport("export_id is empty".into()));
     }
     // The longest identity of the export must be a valid source delivery id.
-    SourceDeliveryId::parse(&format!("{}/{page_count}", found.export_id))
+    SourceDeliveryId::export_page(&found.export_id, page_count)
         .map_err(|e| PullError::BadExport(format!("export_id: {e}")))?;
     Ok((found.export_id, page_count))
 }
@@ -940,6 +940,17 @@ mod tests {
         assert_eq!(id.as_str().len(), 64);
         assert_ne!(id, run_id_for(&acme, &format!("{long}Y")));
         assert!(RunId::parse(run_id_for(&acme, "ÉXP 1").as_str()).is_ok());
+    }
+
+    #[test]
+    fn export_page_identities_keep_the_page_after_the_last_slash() {
+        // The page is a decimal number without `/`, so `{export_id}/{page}` splits at its last
+        // `/` even when the export id holds slashes of its own.
+        let id = |export: &str, page: u32| SourceDeliveryId::export_page(export, page).unwrap();
+        assert_eq!(id("EXP-8821", 2).as_str(), "EXP-8821/2");
+        assert_eq!(id("EXP/8821", 2).as_str(), "EXP/8821/2");
+        assert_ne!(id("A/1", 2), id("A", 12));
+        assert_ne!(id("A/1", 2), id("A/12", 2));
     }
 
     #[test]
