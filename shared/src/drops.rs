@@ -3,7 +3,6 @@
 //! the envelope's claim check points at that exact object version.
 
 use crate::envelope::{BodyRef, DeliveryEnvelope};
-use crate::hashing::sha256_hex;
 use crate::ids::{ConnectorId, DeliveryKey, IdentityStrength, SourceDeliveryId};
 use crate::intake::{DeliveryQueue, QueueError};
 use crate::ports::{Clock, ConnectorDirectory, StoreError};
@@ -76,16 +75,9 @@ impl DropService {
             .ok_or_else(|| {
                 DropError::Ignored(format!("no connector {connector} for drop {}", object.key))
             })?;
-        let version = object.version_id.clone().unwrap_or_else(|| "null".into());
-        // File name plus version; a name that is not a valid id is named by its digest.
-        let id = SourceDeliveryId::parse(&format!("{file}@{version}"))
-            .or_else(|_| {
-                SourceDeliveryId::parse(&format!(
-                    "file-{}@{version}",
-                    &sha256_hex(file.as_bytes())[..32]
-                ))
-            })
-            .map_err(|e| DropError::Ignored(format!("drop {}: {e}", object.key)))?;
+        // S3 itself calls the version of an object in an unversioned bucket "null".
+        let version = object.version_id.as_deref().unwrap_or("null");
+        let id = SourceDeliveryId::file_version(file, version);
         let key = DeliveryKey::new(
             config.tenant.clone(),
             connector,
@@ -151,6 +143,58 @@ pub async fn handle_s3_event(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::hashing::sha256_hex;
+    use crate::poller::fakes::{acme_eu, Directory, FixedClock, Journal, Queue};
+    use std::collections::HashMap;
+
+    /// The delivery id a drop of `file` (under the sample connector) with `version` gets.
+    async fn drop_id(file: &str, version: Option<&str>) -> String {
+        let config = acme_eu("http://unused", 1);
+        let journal = Arc::new(Journal::default());
+        let service = DropService::new(
+            Arc::new(Directory(HashMap::from([(
+                config.connector.clone(),
+                config,
+            )]))),
+            Arc::new(Queue(journal.clone())),
+            Arc::new(FixedClock),
+        );
+        let object = DroppedObject {
+            bucket: "raw".into(),
+            key: format!("drops/acme-eu/{file}"),
+            version_id: version.map(str::to_owned),
+            size: 1,
+        };
+        service.handle(&object).await.expect("enqueued");
+        journal.envelopes()[0].delivery.id.as_str().to_owned()
+    }
+
+    #[tokio::test]
+    async fn file_and_version_are_readable_and_split_unambiguously() {
+        assert_eq!(drop_id("prices.csv", Some("v1")).await, "prices.csv@v1");
+        assert_eq!(drop_id("prices.csv", None).await, "prices.csv@null");
+        // An `@` in the file name or the version cannot move the boundary between them.
+        assert_ne!(
+            drop_id("a@b", Some("c")).await,
+            drop_id("a", Some("b@c")).await
+        );
+        assert_ne!(
+            drop_id("a", Some("b%40c")).await,
+            drop_id("a", Some("b@c")).await
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_name_named_by_its_digest_cannot_collide_with_a_literal_name() {
+        let spaced = drop_id("price list.csv", Some("v1")).await;
+        assert!(SourceDeliveryId::parse(&spaced).is_ok());
+        // A file literally named like the digest form of another name is a different delivery.
+        let imitation = format!("file-{}", &sha256_hex(b"price list.csv")[..32]);
+        assert_ne!(drop_id(&imitation, Some("v1")).await, spaced);
+        assert_ne!(drop_id("price list.csv", Some("v2")).await, spaced);
+    }
+
     /// S3 event keys are URL-encoded with `+` for spaces.
     fn url_decode(text: &str) -> String {
         crate::http::percent_decode(text, true)

@@ -8,6 +8,21 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     out
 }
 
+/// sha256 over fields written as netstrings (`{byte length}:{bytes},` each), so that no choice
+/// of field contents can move a boundary: `("a\nb", "c")` and `("a", "b\nc")` differ.
+pub fn sha256_fields(fields: &[&[u8]]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for field in fields {
+        hasher.update(field.len().to_string().as_bytes());
+        hasher.update(b":");
+        hasher.update(field);
+        hasher.update(b",");
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(&hasher.finalize());
+    out
+}
+
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
@@ -62,6 +77,17 @@ mod tests {
             sha256_hex(b"hello"),
             "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
         );
+    }
+
+    #[test]
+    fn field_digests_are_netstrings_and_keep_boundaries() {
+        let digest = |fields: &[&str]| {
+            let bytes: Vec<&[u8]> = fields.iter().map(|f| f.as_bytes()).collect();
+            sha256_fields(&bytes)
+        };
+        assert_eq!(digest(&["ab", ""]), sha256(b"2:ab,0:,"));
+        assert_ne!(digest(&["a\nb", "c"]), digest(&["a", "b\nc"]));
+        assert_ne!(digest(&["a", ""]), digest(&["a"]));
     }
 
     #[test]

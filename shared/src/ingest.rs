@@ -15,7 +15,7 @@ use crate::connector::{ConnectorConfig, ConnectorConfigError, PayloadFormat};
 use crate::envelope::{BodyRef, DeliveryEnvelope};
 use crate::fingerprint::{CanonicalizationRule, Fingerprint};
 use crate::hashing::{base32_lower, base64_decode, hex, sha256};
-use crate::ids::{DeliveryKey, ObservationId};
+use crate::ids::{DeliveryKey, ObservationId, UNREADABLE_ENVELOPE_TENANT};
 use crate::model::{
     CommitMarker, DedupConfidence, Observation, PriorEpoch, QuarantineEntry, QuarantineKind,
     ReplayRecord, ReplayState, RunPageUpdate, CLAIM_SOURCE_REPORTED, QUARANTINE_OPEN,
@@ -797,7 +797,10 @@ impl IngestService {
     ) -> Result<IngestOutcome, IngestError> {
         let digest = sha256(message);
         let digest_hex = hex(&digest);
-        let tenant = envelope.map_or_else(|| "_unknown".to_owned(), |e| e.tenant.to_string());
+        let tenant = envelope.map_or_else(
+            || UNREADABLE_ENVELOPE_TENANT.to_owned(),
+            |e| e.tenant.to_string(),
+        );
         let evidence_key = format!("rejected/{tenant}/{digest_hex}");
         let now = self.clock.now();
         let meta = ArtifactMeta {

@@ -248,3 +248,29 @@ pub async fn handle_apigw_read(
     out.body = Some(aws_lambda_events::encodings::Body::Text(response.body));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::principal_from_apigw;
+    use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
+
+    fn with_tenant_claim(tenant: &str) -> ApiGatewayV2httpRequest {
+        serde_json::from_value(serde_json::json!({
+            "version": "2.0",
+            "rawPath": "/v1/quarantine",
+            "requestContext": {
+                "http": {"method": "GET", "path": "/v1/quarantine"},
+                "authorizer": {"jwt": {"claims": {"tenant": tenant, "scope": "ops:write"}, "scopes": null}}
+            }
+        }))
+        .expect("an API Gateway v2 request")
+    }
+
+    #[test]
+    fn a_jwt_naming_a_reserved_tenant_grants_nothing() {
+        let demo = principal_from_apigw(&with_tenant_claim("demo")).expect("demo is a tenant");
+        assert_eq!(demo.tenant.as_str(), "demo");
+        // `_unknown` files the refusals of unreadable envelopes; no caller may read them.
+        assert!(principal_from_apigw(&with_tenant_claim("_unknown")).is_none());
+    }
+}

@@ -194,7 +194,7 @@ pub struct QuarantineEntry {
     pub kind: QuarantineKind,
     pub reason_code: String,
     pub message: String,
-    /// `_unknown` when the envelope was unreadable.
+    /// [`crate::ids::UNREADABLE_ENVELOPE_TENANT`] when the envelope was unreadable.
     pub tenant: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connector: Option<String>,

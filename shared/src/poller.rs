@@ -1,7 +1,7 @@
 //! The scheduled pull connector: one ingestion run per supplier export, every page enqueued as
 //! its own delivery (`{export_id}/{page}`, strength `source`, basis `export_page`).
 //!
-//! The run id is derived from the export (`run-{connector}-{export_id}`), so running the same
+//! The run id is derived from the export (`run-{connector}.{export_id}`), so running the same
 //! export again — after a lost response, a timeout or a Lambda retry — resumes the same run, and
 //! the pages it enqueues again are replays of the same delivery keys (ingest stores them once).
 //! The run is recorded (pages requested, page count, deadline, credential reference) before any
@@ -11,7 +11,7 @@
 use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::connector::{ConnectorConfig, ConnectorConfigError, IdentityRule, PullSettings};
 use crate::envelope::RunPage;
-use crate::hashing::sha256_hex;
+use crate::hashing::{hex, sha256_fields};
 use crate::ids::{ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceDeliveryId};
 use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
 use crate::model::{Run, RunStart, RunStatus};
@@ -189,12 +189,31 @@ fn header(body: &[u8]) -> Result<ExportHeader, String> {
     serde_json::from_slice(body).map_err(|e| format!("not an export page: {e}"))
 }
 
-/// The run id of an export: `run-{connector}-{export_id}`. Characters a run id cannot hold
-/// become `-`; when that changed anything or the id would exceed 64 characters, the id keeps a
-/// 12-hex digest of the exact text so that distinct exports never share a run.
+/// The run id of an export: `run-{connector}.{export_id}`, e.g. `run-acme-eu.EXP-8821`. A
+/// connector id never holds `.`, so the first `.` ends it (with `-` there, `acme` + `eu-X` and
+/// `acme-eu` + `X` named one run, and `start_run` would have handed it to the other connector).
+/// An export id that is empty, holds anything but ASCII letters, digits, `-` and `.`, or makes
+/// the id longer than 64 characters is named `{readable prefix}_{20 hex}` instead, the hex
+/// being sha256 over (connector, export id) as netstrings. A readable id has every `_` (from
+/// the connector) before a `.`; a digest id has none after its last `_`: the two never meet.
 pub fn run_id_for(connector: &ConnectorId, export_id: &str) -> RunId {
-    let raw = format!("run-{connector}-{export_id}");
-    let clean: String = raw
+    const DIGEST_HEX: usize = 20;
+    let readable = format!("run-{connector}.{export_id}");
+    let plain = !export_id.is_empty()
+        && export_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'));
+    if plain && readable.len() <= 64 {
+        if let Ok(id) = RunId::parse(&readable) {
+            return id;
+        }
+    }
+    let digest = hex(&sha256_fields(&[
+        b"run",
+        connector.as_str().as_bytes(),
+        export_id.as_bytes(),
+    ]));
+    let kept: String = readable
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
@@ -203,19 +222,11 @@ pub fn run_id_for(connector: &ConnectorId, export_id: &str) -> RunId {
                 '-'
             }
         })
+        .take(64 - 1 - DIGEST_HEX)
         .collect();
-    let text = if clean == raw && clean.len() <= 64 {
-        clean
-    } else {
-        let digest = sha256_hex(raw.as_bytes());
-        let kept: String = clean.chars().take(64 - 13).collect();
-        format!("{kept}-{}", &digest[..12])
-    };
-    // Only ASCII alphanumerics and `-_.` remain, at most 64 of them: always a valid run id.
-    RunId::parse(&text).unwrap_or_else(|_| {
-        RunId::parse(&format!("run-{}", &sha256_hex(raw.as_bytes())[..32]))
-            .unwrap_or_else(|_| unreachable!("a hex run id is valid"))
-    })
+    // ASCII letters, digits and `-_.` only, at most 64 of them: always a valid run id.
+    RunId::parse(&format!("{kept}_{}", &digest[..DIGEST_HEX]))
+        .unwrap_or_else(|_| unreachable!("a sanitized run id is valid"))
 }
 
 /// Delay before attempt `attempt + 1` after `attempt` failed (1-based): `initial * 2^(attempt-1)`,
@@ -401,8 +412,8 @@ impl PullService {
                 return Err(format!("page says it is page {:?}", found.page));
             }
         }
-        let id = SourceDeliveryId::parse(&format!("{}/{page}", report.export_id))
-            .map_err(|e| e.to_string())?;
+        let id =
+            SourceDeliveryId::export_page(&report.export_id, page).map_err(|e| e.to_string())?;
         let key = DeliveryKey::new(
             config.tenant.clone(),
             config.connector.clone(),
@@ -495,7 +506,7 @@ fn first_page_header(body: &[u8]) -> Result<(String, u32), PullError> {
         return Err(PullError::BadExport("export_id is empty".into()));
     }
     // The longest identity of the export must be a valid source delivery id.
-    SourceDeliveryId::parse(&format!("{}/{page_count}", found.export_id))
+    SourceDeliveryId::export_page(&found.export_id, page_count)
         .map_err(|e| PullError::BadExport(format!("export_id: {e}")))?;
     Ok((found.export_id, page_count))
 }
@@ -743,7 +754,7 @@ mod tests {
     async fn three_pages_become_three_envelopes_of_one_run() {
         let (h, _) = harness(ScriptedSource::export("EXP-8821", 3), 3);
         let report = h.service.run_connector(&acme()).await.unwrap();
-        assert_eq!(report.run_id.as_str(), "run-acme-eu-EXP-8821");
+        assert_eq!(report.run_id.as_str(), "run-acme-eu.EXP-8821");
         assert_eq!(report.export_id, "EXP-8821");
         assert_eq!(report.page_count, 3);
         assert_eq!(report.enqueued, vec![1, 2, 3]);
@@ -795,7 +806,7 @@ mod tests {
         assert_eq!(
             h.journal.events(),
             [
-                "start run-acme-eu-EXP-8821",
+                "start run-acme-eu.EXP-8821",
                 "enqueue EXP-8821/1",
                 "enqueue EXP-8821/2",
                 "enqueue EXP-8821/3"
@@ -803,7 +814,7 @@ mod tests {
         );
         // The report is JSON for the Lambda's result.
         let json = serde_json::to_value(&report).unwrap();
-        assert_eq!(json["run_id"], "run-acme-eu-EXP-8821");
+        assert_eq!(json["run_id"], "run-acme-eu.EXP-8821");
         assert_eq!(json["enqueued"], serde_json::json!([1, 2, 3]));
     }
 
@@ -1006,10 +1017,10 @@ mod tests {
         let acme = acme();
         assert_eq!(
             run_id_for(&acme, "EXP-8821").as_str(),
-            "run-acme-eu-EXP-8821"
+            "run-acme-eu.EXP-8821"
         );
         let slashed = run_id_for(&acme, "EXP/8821");
-        assert!(slashed.as_str().starts_with("run-acme-eu-EXP-8821-"));
+        assert!(slashed.as_str().starts_with("run-acme-eu.EXP-8821_"));
         assert_eq!(slashed, run_id_for(&acme, "EXP/8821"));
         assert_ne!(slashed, run_id_for(&acme, "EXP:8821"));
         let long = "X".repeat(500);
@@ -1017,6 +1028,33 @@ mod tests {
         assert_eq!(id.as_str().len(), 64);
         assert_ne!(id, run_id_for(&acme, &format!("{long}Y")));
         assert!(RunId::parse(run_id_for(&acme, "ÉXP 1").as_str()).is_ok());
+    }
+
+    #[test]
+    fn run_ids_of_two_connectors_never_meet_where_connector_and_export_join() {
+        // Connector ids may contain `-`, so `run-{connector}-{export}` cannot tell where the
+        // connector ends: `acme` + `eu-EXP-8821` and `acme-eu` + `EXP-8821` named one run.
+        let acme = ConnectorId::parse("acme").unwrap();
+        let acme_eu = ConnectorId::parse("acme-eu").unwrap();
+        assert_ne!(
+            run_id_for(&acme, "eu-EXP-8821"),
+            run_id_for(&acme_eu, "EXP-8821")
+        );
+        // An export named like another export's digest form is not that export.
+        let slashed = run_id_for(&acme_eu, "EXP/8821");
+        let imitation = &slashed.as_str()["run-acme-eu-".len()..];
+        assert_ne!(run_id_for(&acme_eu, imitation), slashed, "{imitation}");
+    }
+
+    #[test]
+    fn export_page_identities_keep_the_page_after_the_last_slash() {
+        // The page is a decimal number without `/`, so `{export_id}/{page}` splits at its last
+        // `/` even when the export id holds slashes of its own.
+        let id = |export: &str, page: u32| SourceDeliveryId::export_page(export, page).unwrap();
+        assert_eq!(id("EXP-8821", 2).as_str(), "EXP-8821/2");
+        assert_eq!(id("EXP/8821", 2).as_str(), "EXP/8821/2");
+        assert_ne!(id("A/1", 2), id("A", 12));
+        assert_ne!(id("A/1", 2), id("A/12", 2));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use crate::connector::{ConnectorConfig, IdentityRule, PayloadFormat};
 use crate::hashing::{base64_decode, base64_encode, sha256_hex};
 use crate::http::HttpResponse;
-use crate::ids::{ConnectorId, DeliveryKey, IdentityStrength, SourceDeliveryId};
+use crate::ids::{ConnectorId, DeliveryKey, FallbackFields, IdentityStrength, SourceDeliveryId};
 use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
 use crate::ports::{Clock, ConnectorDirectory, StoreError};
 use async_trait::async_trait;
@@ -514,7 +514,13 @@ impl WebhookService {
             None
         };
 
-        let identity = identify(&config, webhook_id, document.as_ref(), &request.body);
+        let identity = identify(
+            &config,
+            webhook_id,
+            sent_at,
+            document.as_ref(),
+            &request.body,
+        );
         let key = DeliveryKey::new(
             config.tenant.clone(),
             config.connector.clone(),
@@ -580,21 +586,19 @@ fn is_json_content_type(value: &str) -> bool {
 }
 
 /// The strongest identity the request gives: CloudEvents `source` + `id` (unless the connector
-/// names deliveries by `webhook-id` only), then the `webhook-id` header, then the fallback.
+/// names deliveries by `webhook-id` only), then the `webhook-id` header, then the fallback over
+/// (source account, endpoint, no page cursor, `webhook-timestamp`, payload sha256).
 fn identify(
     config: &ConnectorConfig,
     webhook_id: &str,
+    sent_at: i64,
     document: Option<&Value>,
     body: &[u8],
 ) -> Identity {
     if config.identity_rule != IdentityRule::WebhookId {
         if let Some((source, id)) = document.and_then(cloud_event_id) {
-            let id = SourceDeliveryId::parse(&format!("{source}/{id}")).unwrap_or_else(|_| {
-                // Spaces, non-ASCII or over 512 characters: a digest of the same two fields.
-                digest_id("ce-", &format!("{source}\n{id}"))
-            });
             return Identity {
-                id,
+                id: SourceDeliveryId::cloud_event(source, id),
                 strength: IdentityStrength::Source,
                 basis: "cloudevents",
             };
@@ -607,14 +611,16 @@ fn identify(
             basis: "webhook_id",
         };
     }
-    let fallback = format!(
-        "{}\n/v1/webhooks/{}\n{}",
-        config.source_account,
-        config.connector,
-        sha256_hex(body)
-    );
+    let endpoint = format!("/v1/webhooks/{}", config.connector);
     Identity {
-        id: digest_id("fb-", &fallback),
+        id: SourceDeliveryId::fallback(&FallbackFields {
+            source_account: config.source_account.as_str(),
+            endpoint: &endpoint,
+            page_cursor: "",
+            // The parsed value, so `+1796025600` and `1796025600` name the same instant.
+            source_timestamp: &sent_at.to_string(),
+            payload_sha256: &sha256_hex(body),
+        }),
         strength: IdentityStrength::Fallback,
         basis: "fallback",
     }
@@ -627,12 +633,6 @@ fn cloud_event_id(document: &Value) -> Option<(&str, &str)> {
     let source = object.get("source")?.as_str().filter(|s| !s.is_empty())?;
     let id = object.get("id")?.as_str().filter(|s| !s.is_empty())?;
     Some((source, id))
-}
-
-fn digest_id(prefix: &str, text: &str) -> SourceDeliveryId {
-    // A prefix plus 64 hex digits is always a valid source delivery id.
-    SourceDeliveryId::parse(&format!("{prefix}{}", sha256_hex(text.as_bytes())))
-        .expect("a hex digest is a valid source delivery id")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1123,22 +1123,158 @@ mod tests {
         );
 
         let sent = sent(&h);
-        let expected_ce = format!("ce-{}", sha256_hex(b"urn:acme events\ne 1"));
+        // The documented derivation: netstrings of (tag, source, id).
+        let expected_ce = format!(
+            "ce-{}",
+            sha256_hex(b"11:cloudevents,15:urn:acme events,3:e 1,")
+        );
         assert_eq!(sent[0].delivery.id.as_str(), expected_ce);
         assert_eq!(sent[0].delivery.basis, "cloudevents");
         assert_eq!(sent[0].delivery.strength, IdentityStrength::Source);
         assert_eq!(sent[1].delivery.id.as_str(), "msg_2");
         assert_eq!(sent[1].delivery.basis, "webhook_id");
         assert_eq!(sent[1].delivery.strength, IdentityStrength::Source);
+        // Netstrings of (tag, account, endpoint, page cursor (none), webhook-timestamp, payload).
         let expected_fb = format!(
             "fb-{}",
             sha256_hex(
-                format!("ACC-1\n/v1/webhooks/acme-events\n{}", sha256_hex(&plain)).as_bytes()
+                format!(
+                    "8:fallback,5:ACC-1,24:/v1/webhooks/acme-events,0:,10:{NOW},64:{},",
+                    sha256_hex(&plain)
+                )
+                .as_bytes()
             )
         );
         assert_eq!(sent[2].delivery.id.as_str(), expected_fb);
         assert_eq!(sent[2].delivery.basis, "fallback");
         assert_eq!(sent[2].delivery.strength, IdentityStrength::Fallback);
+    }
+
+    /// The delivery id the service gives a signed CloudEvent with this `source` and `id`.
+    async fn cloud_event_delivery_id(h: &Harness, source: &str, id: &str) -> String {
+        let body = serde_json::to_vec(&json!({
+            "specversion": "1.0", "source": source, "id": id, "data": {"offers": []}
+        }))
+        .unwrap();
+        let response = h.service.handle(signed(SECRET, &body)).await;
+        assert_eq!(response.status, 202, "{}", response.body);
+        let envelope = sent(h).pop().unwrap();
+        assert_eq!(envelope.delivery.basis, "cloudevents");
+        envelope.delivery.id.as_str().to_owned()
+    }
+
+    #[tokio::test]
+    async fn cloudevents_whose_source_and_id_split_differently_get_different_keys() {
+        let h = harness(&[SECRET]);
+        let a = cloud_event_delivery_id(&h, "/x", "y/z").await;
+        let b = cloud_event_delivery_id(&h, "/x/y", "z").await;
+        assert_ne!(
+            a, b,
+            "(\"/x\", \"y/z\") and (\"/x/y\", \"z\") must not share a key"
+        );
+        // A URL-style source stays readable; only the id's own `/` is escaped.
+        assert_eq!(a, "/x/y%2Fz");
+        assert_eq!(b, "/x/y/z");
+    }
+
+    #[tokio::test]
+    async fn the_same_cloudevent_always_gets_the_same_readable_key() {
+        let h = harness(&[SECRET]);
+        let first = cloud_event_delivery_id(&h, "urn:acme:events", "evt-1").await;
+        assert_eq!(first, "urn:acme:events/evt-1");
+        assert_eq!(
+            cloud_event_delivery_id(&h, "urn:acme:events", "evt-1").await,
+            first
+        );
+        let odd = cloud_event_delivery_id(&h, "/x", "y/z%2F").await;
+        assert_eq!(cloud_event_delivery_id(&h, "/x", "y/z%2F").await, odd);
+    }
+
+    #[tokio::test]
+    async fn a_percent_in_a_cloudevent_id_cannot_imitate_an_escaped_slash() {
+        let h = harness(&[SECRET]);
+        let escaped_by_us = cloud_event_delivery_id(&h, "/x", "y/z").await;
+        let literal = cloud_event_delivery_id(&h, "/x", "y%2Fz").await;
+        assert_ne!(escaped_by_us, literal);
+        assert_eq!(literal, "/x/y%252Fz");
+    }
+
+    #[tokio::test]
+    async fn a_newline_in_a_cloudevent_field_cannot_move_the_boundary_of_its_digest() {
+        let h = harness(&[SECRET]);
+        // Not printable ASCII, so both are named by a digest; the digest input must keep the
+        // two fields apart.
+        let a = cloud_event_delivery_id(&h, "s\na", "b").await;
+        let b = cloud_event_delivery_id(&h, "s", "a\nb").await;
+        assert!(a.starts_with("ce-") && b.starts_with("ce-"), "{a} {b}");
+        assert_ne!(a, b);
+    }
+
+    #[tokio::test]
+    async fn an_overlong_cloudevent_identity_is_an_unambiguous_valid_digest() {
+        let h = harness(&[SECRET]);
+        let long = "s".repeat(600);
+        let a = cloud_event_delivery_id(&h, &long, "evt-1").await;
+        let b = cloud_event_delivery_id(&h, &long, "evt-2").await;
+        let c = cloud_event_delivery_id(&h, &format!("{long}/evt"), "1").await;
+        assert!(a.starts_with("ce-"), "{a}");
+        assert!(SourceDeliveryId::parse(&a).is_ok());
+        assert_ne!(a, b);
+        assert_ne!(a, c);
+        // Never mistaken for a readable identity: that one always holds a `/`.
+        assert!(!a.contains('/'));
+    }
+
+    /// The delivery id of a signed non-CloudEvents body without a usable `webhook-id`.
+    async fn fallback_id(h: &Harness, body: &[u8], sent_at: i64) -> String {
+        let secret = SigningSecret::parse(SECRET).unwrap();
+        let signature = sign(&secret, "no id", sent_at, body);
+        let request = request_with(body, "no id", sent_at, &signature, "application/json");
+        let response = h.service.handle(request).await;
+        assert_eq!(response.status, 202, "{}", response.body);
+        let envelope = sent(h).pop().unwrap();
+        assert_eq!(envelope.delivery.basis, "fallback");
+        assert_eq!(envelope.delivery.strength, IdentityStrength::Fallback);
+        envelope.delivery.id.as_str().to_owned()
+    }
+
+    #[tokio::test]
+    async fn the_fallback_identity_changes_when_any_listed_field_changes() {
+        let body = br#"{"offers": []}"#;
+        let h = harness(&[SECRET]);
+        let base = fallback_id(&h, body, NOW).await;
+        assert_eq!(fallback_id(&h, body, NOW).await, base, "deterministic");
+        // Source timestamp.
+        assert_ne!(
+            fallback_id(&h, body, NOW - 1).await,
+            base,
+            "source timestamp"
+        );
+        // Payload hash.
+        assert_ne!(
+            fallback_id(&h, br#"{"offers": [] }"#, NOW).await,
+            base,
+            "payload"
+        );
+        // Endpoint (another connector's route) and source account.
+        let mut other = acme_events();
+        other.connector = ConnectorId::parse("acme-events-2").unwrap();
+        let h2 = harness_with(other, &[SECRET], VecQueue::default());
+        let secret = SigningSecret::parse(SECRET).unwrap();
+        let mut request = request_with(
+            body,
+            "no id",
+            NOW,
+            &sign(&secret, "no id", NOW, body),
+            "application/json",
+        );
+        request.connector = "acme-events-2".to_owned();
+        assert_eq!(h2.service.handle(request).await.status, 202);
+        assert_ne!(sent(&h2)[0].delivery.id.as_str(), base, "endpoint");
+        let mut moved = acme_events();
+        moved.source_account = SourceAccount::parse("ACC-2").unwrap();
+        let h3 = harness_with(moved, &[SECRET], VecQueue::default());
+        assert_ne!(fallback_id(&h3, body, NOW).await, base, "source account");
     }
 
     #[tokio::test]

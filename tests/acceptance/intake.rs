@@ -220,6 +220,78 @@ async fn signed_webhooks_are_accepted_verified_and_deduplicated() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn cloudevents_whose_source_and_id_split_differently_are_two_deliveries() {
+    let env = spawn_env(true).await;
+    let stack = stack(&env).await;
+    let url = format!("{}/v1/webhooks/acme-events", stack.base_url());
+    let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+    // `{source}/{id}` made one key of these two events, so the second was refused as a
+    // changed payload under the first one's key.
+    let events = [("/x", "y/z", 4), ("/x/y", "z", 5)];
+    let mut keys = Vec::new();
+    for (n, (source, id, quantity)) in events.into_iter().enumerate() {
+        let body = serde_json::to_vec(&json!({
+            "specversion": "1.0", "id": id, "source": source, "type": "offer.snapshot",
+            "time": "2026-11-29T08:00:00Z",
+            "data": {"offers": [{"sku": "SPLIT-1", "quantity": quantity, "unit": "each", "price": "12.00", "currency": "EUR"}]}
+        }))
+        .unwrap();
+        let (status, accepted) = call(
+            "POST",
+            url.clone(),
+            signed_headers(SECRET, &format!("msg-split-{n}"), now, &body),
+            body,
+        )
+        .await;
+        assert_eq!(status, 202, "{accepted}");
+        keys.push(accepted["delivery_key"].as_str().unwrap().to_owned());
+    }
+    assert_ne!(keys[0], keys[1], "two events, two delivery keys");
+    assert_eq!(keys[0], "demo/acme-events/ACME-EVT//x/y%2Fz");
+    assert_eq!(keys[1], "demo/acme-events/ACME-EVT//x/y/z");
+    for key in &keys {
+        wait_until("each event's delivery to commit", || {
+            let store = env.store.clone();
+            let key = key.clone();
+            async move {
+                store
+                    .replay_record(&key)
+                    .await
+                    .unwrap()
+                    .is_some_and(|r| r.state == feedsafe::model::ReplayState::Committed)
+            }
+        })
+        .await;
+    }
+    let mut seen: Vec<String> = history(&stack, "SPLIT-1")
+        .await
+        .iter()
+        .map(|o| o["delivery_key"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    seen.sort();
+    keys.sort();
+    assert_eq!(seen, keys, "one observation per event");
+    assert!(env.quarantine().await.is_empty(), "nothing was quarantined");
+    // Operators find each one; a key holding `%` travels percent-encoded like any path.
+    for key in &keys {
+        let (status, delivery) = call(
+            "GET",
+            format!(
+                "{}/v1/deliveries/{}",
+                stack.base_url(),
+                key.replace('%', "%25")
+            ),
+            vec![("authorization".into(), format!("Bearer {OPERATOR}"))],
+            vec![],
+        )
+        .await;
+        assert_eq!(status, 200, "{delivery}");
+        assert_eq!(delivery["delivery_key"], key.as_str(), "{delivery}");
+    }
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_repeated_pull_run_after_a_lost_response_duplicates_nothing_and_a_failing_page_leaves_the_run_incomplete(
 ) {
     let env = spawn_env(true).await;

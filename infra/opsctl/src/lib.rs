@@ -1019,9 +1019,9 @@ mod tests {
             }
         );
         assert_eq!(
-            parse("run show run-acme-eu-EXP-8821").unwrap().command,
+            parse("run show run-acme-eu.EXP-8821").unwrap().command,
             Command::RunShow {
-                run_id: "run-acme-eu-EXP-8821".into()
+                run_id: "run-acme-eu.EXP-8821".into()
             }
         );
         assert_eq!(
