@@ -77,6 +77,11 @@ pub struct ConnectorConfig {
     pub horizon_days: u32,
     pub publication: Publication,
     pub max_body_bytes: u64,
+    /// How far a row's `observed_at` may lie after its delivery's `retrieved_at` (supplier clocks
+    /// drift); a row observed later than that is a claim from the future: stored, flagged
+    /// `future_dated`, never current.
+    #[serde(default = "default_clock_skew_seconds")]
+    pub clock_skew_seconds: u32,
     /// For a scheduled pull connector: where and how the poller fetches exports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull: Option<PullSettings>,
@@ -101,6 +106,13 @@ pub struct PullSettings {
 }
 
 pub const DEFAULT_RUN_DEADLINE_SECONDS: u64 = 900;
+pub const DEFAULT_CLOCK_SKEW_SECONDS: u32 = 300;
+/// A larger tolerance would let a claim dated a day ahead pin the current offer.
+pub const MAX_CLOCK_SKEW_SECONDS: u32 = 3600;
+
+fn default_clock_skew_seconds() -> u32 {
+    DEFAULT_CLOCK_SKEW_SECONDS
+}
 pub const DEFAULT_PAGE_TIMEOUT_MS: u64 = 5000;
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 
@@ -127,6 +139,11 @@ pub enum ConnectorConfigError {
     HorizonTooShort { connector: String, days: u32 },
     #[error("connector {connector}: max_body_bytes is 0, so every delivery would be refused")]
     NoBodyAllowed { connector: String },
+    #[error(
+        "connector {connector}: clock_skew_seconds is {seconds}; at most {MAX_CLOCK_SKEW_SECONDS} \
+         (a larger tolerance lets claims from the future become current)"
+    )]
+    ClockSkewTooLarge { connector: String, seconds: u32 },
     #[error(
         "connector {connector}: canonicalization {rule} cannot read {format} bodies \
          (csv-offers-v1 is fingerprinted with bytes-v1)"
@@ -163,6 +180,12 @@ impl ConnectorConfig {
         if self.max_body_bytes == 0 {
             return Err(ConnectorConfigError::NoBodyAllowed {
                 connector: connector(),
+            });
+        }
+        if self.clock_skew_seconds > MAX_CLOCK_SKEW_SECONDS {
+            return Err(ConnectorConfigError::ClockSkewTooLarge {
+                connector: connector(),
+                seconds: self.clock_skew_seconds,
             });
         }
         if self.payload_format == PayloadFormat::CsvOffersV1
@@ -224,6 +247,7 @@ mod tests {
             horizon_days: DEFAULT_HORIZON_DAYS,
             publication: Publication::PerPage,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            clock_skew_seconds: DEFAULT_CLOCK_SKEW_SECONDS,
             pull: Some(PullSettings {
                 export_url: "https://supplier.example/exports/acme-eu".into(),
                 credential_ref: "acme-eu/export-token".into(),
@@ -273,6 +297,24 @@ mod tests {
             "{}",
             refusal(&zero)
         );
+    }
+
+    #[test]
+    fn a_clock_skew_tolerance_over_an_hour_is_refused() {
+        let lax = ConnectorConfig {
+            clock_skew_seconds: MAX_CLOCK_SKEW_SECONDS + 1,
+            ..acme_eu()
+        };
+        assert!(
+            refusal(&lax).contains("clock_skew_seconds"),
+            "{}",
+            refusal(&lax)
+        );
+        let strict = ConnectorConfig {
+            clock_skew_seconds: 0,
+            ..acme_eu()
+        };
+        assert_eq!(strict.validate(), Ok(()));
     }
 
     #[test]

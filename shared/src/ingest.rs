@@ -559,7 +559,7 @@ impl IngestService {
                 (None, None) => None,
             },
         };
-        let observations = self.observations(&record, &d.rows, d.now);
+        let observations = self.observations(&record, &d.rows, &d.connector, d.now);
         let chunk = ChunkWrite {
             token: transaction_token(&record, 0, d.nonce),
             replay: ReplayAction::Create {
@@ -600,7 +600,7 @@ impl IngestService {
     /// Writes the chunks a `PENDING` record still lacks; the last one commits the delivery.
     async fn resume(&self, d: &Delivery, mut record: ReplayRecord) -> Result<Step, IngestError> {
         let rows = self.rows_for(d, &record)?;
-        let observations = self.observations(&record, &rows, d.now);
+        let observations = self.observations(&record, &rows, &d.connector, d.now);
         let plan = chunk_plan(rows.len());
         if plan.len() as u32 != record.chunks_total {
             return Err(StoreError::Invariant(format!(
@@ -693,12 +693,18 @@ impl IngestService {
         Ok(rows)
     }
 
+    /// The observations of `rows` under `record`. A row observed more than the connector's
+    /// clock-skew tolerance after its retrieval is flagged `future_dated` (kept, never current).
     fn observations(
         &self,
         record: &ReplayRecord,
         rows: &[NormalizedRow],
+        connector: &ConnectorConfig,
         now: Timestamp,
     ) -> Vec<Observation> {
+        let latest_plausible = record
+            .retrieved_at
+            .plus_seconds(i64::from(connector.clock_skew_seconds));
         rows.iter()
             .zip(&record.observation_ids)
             .enumerate()
@@ -732,6 +738,7 @@ impl IngestService {
                 correction_id: None,
                 normalized_item: Some(row.item.key()),
                 recorded_at: Some(now),
+                future_dated: row.observed_at > latest_plausible,
             })
             .collect()
     }

@@ -161,40 +161,53 @@ impl ConnectorDirectory for CachedConnectors {
     }
 }
 
-/// Handles one DynamoDB stream batch for the projector. Records are applied in order; the first
-/// that fails is reported (with everything after it) so the event source retries from there.
+/// Handles one DynamoDB stream batch for the projector: the whole batch is applied at once
+/// (`Projector::apply_batch`: every projection key once, bounded concurrency). If a record
+/// cannot be applied, it is reported (the event source then retries from it, and everything
+/// before it is done).
 pub async fn handle_stream_batch(
     projector: &crate::projection::Projector,
     event: aws_lambda_events::event::dynamodb::Event,
 ) -> aws_lambda_events::event::streams::DynamoDbEventResponse {
     let mut response = aws_lambda_events::event::streams::DynamoDbEventResponse::default();
-    let mut lag_ms: i64 = 0;
     let now_ms = crate::timestamp::Timestamp::now().unix_millis();
-    for record in event.records {
-        let sequence = record.change.sequence_number.clone().unwrap_or_default();
-        lag_ms = lag_ms.max(
-            now_ms
-                - record
-                    .change
-                    .approximate_creation_date_time
-                    .timestamp_millis(),
-        );
-        let outcome = match crate::stream::classify(
+    let lag_ms = event
+        .records
+        .iter()
+        .map(|r| r.change.approximate_creation_date_time.timestamp_millis())
+        .filter(|created| *created > 0)
+        .map(|created| now_ms - created)
+        .max()
+        .unwrap_or(0);
+    let sequences: Vec<String> = event
+        .records
+        .iter()
+        .map(|r| r.change.sequence_number.clone().unwrap_or_default())
+        .collect();
+    let mut changes = Vec::with_capacity(event.records.len());
+    let mut failed_at: Option<(usize, String)> = None;
+    for (index, record) in event.records.into_iter().enumerate() {
+        match crate::stream::classify(
             &record.event_name,
             Some(record.change.old_image),
             Some(record.change.new_image),
         ) {
-            Ok(change) => projector.apply(&change).await,
-            Err(e) => Err(e),
-        };
-        if let Err(err) = outcome {
-            warn!(sequence = %sequence, error = %err, "projection failed; the batch resumes here");
-            let mut failure =
-                aws_lambda_events::event::streams::DynamoDbBatchItemFailure::default();
-            failure.item_identifier = Some(sequence);
-            response.batch_item_failures.push(failure);
-            break;
+            Ok(change) => changes.push(change),
+            Err(e) => {
+                failed_at = Some((index, e.to_string()));
+                break;
+            }
         }
+    }
+    if let Err(failure) = projector.apply_batch(&changes).await {
+        failed_at = Some((failure.index, failure.error.to_string()));
+    }
+    if let Some((index, error)) = failed_at {
+        let sequence = sequences.get(index).cloned().unwrap_or_default();
+        warn!(sequence = %sequence, error = %error, "projection failed; the batch resumes here");
+        let mut failure = aws_lambda_events::event::streams::DynamoDbBatchItemFailure::default();
+        failure.item_identifier = Some(sequence);
+        response.batch_item_failures.push(failure);
     }
     let mut m = crate::metrics::BatchMetrics::default();
     m.millis("ProjectionLagMs", lag_ms.max(0));

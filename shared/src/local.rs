@@ -588,3 +588,19 @@ pub fn sqs_event(
     }
     event
 }
+
+/// The Lambda DynamoDB stream event for `records`, as the event source builds it.
+pub fn stream_event(records: &[StreamRecordImages]) -> aws_lambda_events::event::dynamodb::Event {
+    let mut event = aws_lambda_events::event::dynamodb::Event::default();
+    for (name, old, new, sequence) in records {
+        let mut record = aws_lambda_events::event::dynamodb::EventRecord::default();
+        record.event_name = name.clone();
+        record.event_source = Some("aws:dynamodb".into());
+        record.aws_region = crate::aws::LOCAL_REGION.into();
+        record.change.sequence_number = Some(sequence.clone());
+        record.change.new_image = new.clone().unwrap_or_default();
+        record.change.old_image = old.clone().unwrap_or_default();
+        event.records.push(record);
+    }
+    event
+}

@@ -143,6 +143,10 @@ pub struct Observation {
     /// correction wrote it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_at: Option<Timestamp>,
+    /// Observed later than retrieved, beyond the connector's clock-skew tolerance: kept in
+    /// history, never current.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub future_dated: bool,
 }
 
 impl Observation {
@@ -329,6 +333,22 @@ pub struct Run {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<Timestamp>,
     pub updated_at: Timestamp,
+}
+
+/// A slice of a delivery epoch's observations (`start..end` of its row indices) for the
+/// projector to project, stored as its own record (`PROJWORK#{delivery_key}#{epoch}` /
+/// `SLICE#{start:06}#{deferrals:04}`, expiring after a week) so that it reaches the projector as its own
+/// stream record: a 5,000-row delivery or a 50-page run is projected in slices that each finish
+/// well within the projector's timeout, instead of one stream record that might never finish.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectionWork {
+    pub delivery_key: String,
+    pub epoch: u32,
+    pub start: u32,
+    pub end: u32,
+    /// How many times a busy projector put this slice back for a later invocation.
+    #[serde(default)]
+    pub deferrals: u32,
 }
 
 /// What starting (or re-announcing) a run found.

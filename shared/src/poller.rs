@@ -537,6 +537,7 @@ pub(crate) mod fakes {
             horizon_days: DEFAULT_HORIZON_DAYS,
             publication: Publication::PerPage,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            clock_skew_seconds: crate::connector::DEFAULT_CLOCK_SKEW_SECONDS,
             pull: Some(PullSettings {
                 export_url: export_url.to_owned(),
                 credential_ref: "acme-eu/export-token".to_owned(),

@@ -4,16 +4,18 @@
 //! and `rebuild` is the same computation run over everything.
 
 use crate::connector::{ConnectorConfig, Publication};
-use crate::ids::{ConnectorId, ObservationId, TenantId};
+use crate::ids::{ConnectorId, ObservationId, RunId, TenantId};
 use crate::model::{
-    Observation, ReplayRecord, Run, RunPageRecord, RunPages, RunStatus, SourceQuarantine, SourceRef,
+    Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages, RunStatus,
+    SourceQuarantine, SourceRef,
 };
 use crate::ports::StoreError;
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tracing::{debug, info};
 
 /// One page of an item's history, newest first.
@@ -66,6 +68,10 @@ pub struct ProjectedOffer {
     pub observation: Observation,
     /// `observation.basis()`, stored for conditional writes.
     pub basis: String,
+    /// The row's source is quarantined: the row keeps tracking the source's newest claim (so
+    /// that lifting the quarantine restores it through the projector), and readers skip it.
+    #[serde(default)]
+    pub source_quarantined: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -86,6 +92,19 @@ impl ProjectionKey {
 #[async_trait]
 pub trait ProjectionStore: Send + Sync {
     async fn current(&self, key: &ProjectionKey) -> Result<Option<ProjectedOffer>, StoreError>;
+    /// The current rows of many keys at once (consistent); absent keys have no row.
+    async fn current_many(
+        &self,
+        keys: &[ProjectionKey],
+    ) -> Result<HashMap<ProjectionKey, ProjectedOffer>, StoreError> {
+        let mut rows = HashMap::new();
+        for key in keys {
+            if let Some(row) = self.current(key).await? {
+                rows.insert(key.clone(), row);
+            }
+        }
+        Ok(rows)
+    }
     /// Writes `offer` if the row's basis is still `expected` (`None`: no row). False when not.
     async fn replace(
         &self,
@@ -94,13 +113,13 @@ pub trait ProjectionStore: Send + Sync {
     ) -> Result<bool, StoreError>;
     /// Deletes the row if its basis is still `expected`. False when not.
     async fn remove(&self, key: &ProjectionKey, expected: &str) -> Result<bool, StoreError>;
-    /// Every row of an item (all sources) for a tenant.
+    /// Every row of an item (all sources) for a tenant, quarantined sources' rows included.
     async fn offers(
         &self,
         tenant: &TenantId,
         item: &str,
     ) -> Result<Vec<ProjectedOffer>, StoreError>;
-    /// Items a source currently has a row for.
+    /// Items a source has a row for (quarantined or not).
     async fn items_of_source(&self, source: &SourceRef) -> Result<Vec<String>, StoreError>;
 }
 
@@ -115,6 +134,9 @@ pub enum Visibility {
     AwaitingRun,
     /// Replaced by an identity correction: in history (marked), not current.
     Superseded,
+    /// Observed later than it was retrieved (beyond the connector's clock-skew tolerance): a
+    /// claim from the future, in history (flagged), never current.
+    FutureDated,
     /// Its source is quarantined: in history, not current.
     SourceQuarantined,
 }
@@ -126,84 +148,101 @@ impl Visibility {
     }
 }
 
-/// Evaluates eligibility with per-pass caches (one projector batch or one read request).
+type Cell<T> = Arc<tokio::sync::OnceCell<T>>;
+
+#[derive(Default)]
+struct EligibilityCache {
+    markers: HashMap<(String, u32), Cell<bool>>,
+    runs: HashMap<String, Cell<Option<Run>>>,
+    connectors: HashMap<ConnectorId, Cell<Option<ConnectorConfig>>>,
+    quarantines: HashMap<SourceRef, Cell<bool>>,
+}
+
+/// Evaluates eligibility with per-pass caches (one projector batch or one read request). Shared
+/// by the concurrent key computations of a batch (`&self`): each value is read once, however
+/// many keys ask for it at the same moment.
 pub struct Eligibility<'a> {
     reads: &'a dyn EvidenceReads,
-    markers: HashMap<(String, u32), bool>,
-    runs: HashMap<String, Option<Run>>,
-    connectors: HashMap<ConnectorId, Option<ConnectorConfig>>,
-    quarantines: HashMap<SourceRef, bool>,
+    cache: Mutex<EligibilityCache>,
 }
 
 impl<'a> Eligibility<'a> {
     pub fn new(reads: &'a dyn EvidenceReads) -> Self {
         Self {
             reads,
-            markers: HashMap::new(),
-            runs: HashMap::new(),
-            connectors: HashMap::new(),
-            quarantines: HashMap::new(),
+            cache: Mutex::new(EligibilityCache::default()),
         }
     }
 
-    pub async fn source_quarantined(&mut self, source: &SourceRef) -> Result<bool, StoreError> {
-        if let Some(q) = self.quarantines.get(source) {
-            return Ok(*q);
+    /// The cell that holds (or will hold) one cached value.
+    fn cell<K: Clone + Eq + std::hash::Hash, T>(
+        &self,
+        pick: impl FnOnce(&mut EligibilityCache) -> &mut HashMap<K, Cell<T>>,
+        key: &K,
+    ) -> Cell<T> {
+        match self.cache.lock() {
+            Ok(mut cache) => pick(&mut cache).entry(key.clone()).or_default().clone(),
+            // A poisoned cache only costs a read.
+            Err(_) => Cell::default(),
         }
-        let active = self
-            .reads
-            .source_quarantine(source)
-            .await?
-            .is_some_and(|q| q.active);
-        self.quarantines.insert(source.clone(), active);
-        Ok(active)
+    }
+
+    pub async fn source_quarantined(&self, source: &SourceRef) -> Result<bool, StoreError> {
+        let cell = self.cell(|c| &mut c.quarantines, source);
+        cell.get_or_try_init(|| async {
+            Ok(self
+                .reads
+                .source_quarantine(source)
+                .await?
+                .is_some_and(|q| q.active))
+        })
+        .await
+        .copied()
     }
 
     /// Unstaged observations were committed with their delivery; staged ones once their
     /// delivery's commit marker exists (which, unlike the replay record, never expires).
-    async fn delivery_committed(&mut self, observation: &Observation) -> Result<bool, StoreError> {
+    async fn delivery_committed(&self, observation: &Observation) -> Result<bool, StoreError> {
         if !observation.staged {
             return Ok(true);
         }
         let key = (observation.delivery_key.clone(), observation.epoch);
-        if let Some(committed) = self.markers.get(&key) {
-            return Ok(*committed);
-        }
-        let committed = self.reads.commit_marker_exists(&key.0, key.1).await?;
-        self.markers.insert(key, committed);
-        Ok(committed)
+        let cell = self.cell(|c| &mut c.markers, &key);
+        cell.get_or_try_init(|| self.reads.commit_marker_exists(&key.0, key.1))
+            .await
+            .copied()
     }
 
-    async fn run_published(&mut self, observation: &Observation) -> Result<bool, StoreError> {
+    async fn connector(&self, id: &ConnectorId) -> Result<Option<ConnectorConfig>, StoreError> {
+        let cell = self.cell(|c| &mut c.connectors, id);
+        cell.get_or_try_init(|| self.reads.connector_config(id))
+            .await
+            .cloned()
+    }
+
+    async fn run_published(&self, observation: &Observation) -> Result<bool, StoreError> {
         let Some(run_id) = &observation.run_id else {
             return Ok(true);
         };
-        if !self.connectors.contains_key(&observation.connector) {
-            let config = self.reads.connector_config(&observation.connector).await?;
-            self.connectors
-                .insert(observation.connector.clone(), config);
-        }
         let policy = self
-            .connectors
-            .get(&observation.connector)
-            .and_then(|c| c.as_ref())
+            .connector(&observation.connector)
+            .await?
             .map_or(Publication::PerPage, |c| c.publication);
         if policy == Publication::PerPage {
             return Ok(true);
         }
-        if !self.runs.contains_key(run_id.as_str()) {
-            let run = self.reads.run(run_id.as_str()).await?;
-            self.runs.insert(run_id.to_string(), run);
-        }
+        let cell = self.cell(|c| &mut c.runs, &run_id.to_string());
+        let run = cell
+            .get_or_try_init(|| self.reads.run(run_id.as_str()))
+            .await?;
         // Published when the projector marked the run COMPLETE (after counting its pages).
-        Ok(self
-            .runs
-            .get(run_id.as_str())
-            .and_then(|r| r.as_ref())
+        Ok(run
+            .as_ref()
             .is_some_and(|r| r.status == Some(RunStatus::Complete)))
     }
 
-    pub async fn check(&mut self, observation: &Observation) -> Result<Visibility, StoreError> {
+    /// Everything but the source quarantine: whether the observation may be a projection row.
+    pub async fn check_for_row(&self, observation: &Observation) -> Result<Visibility, StoreError> {
         if !self.delivery_committed(observation).await? {
             return Ok(Visibility::NotCommitted);
         }
@@ -213,10 +252,20 @@ impl<'a> Eligibility<'a> {
         if observation.superseded_by.is_some() {
             return Ok(Visibility::Superseded);
         }
-        if self.source_quarantined(&observation.source()).await? {
-            return Ok(Visibility::SourceQuarantined);
+        if observation.future_dated {
+            return Ok(Visibility::FutureDated);
         }
         Ok(Visibility::Eligible)
+    }
+
+    /// The full rule: whether the observation may be the current offer of its source.
+    pub async fn check(&self, observation: &Observation) -> Result<Visibility, StoreError> {
+        match self.check_for_row(observation).await? {
+            Visibility::Eligible if self.source_quarantined(&observation.source()).await? => {
+                Ok(Visibility::SourceQuarantined)
+            }
+            other => Ok(other),
+        }
     }
 }
 
@@ -225,8 +274,11 @@ impl<'a> Eligibility<'a> {
 pub enum EvidenceChange {
     /// An observation was written or marked (superseded).
     Observation(Box<Observation>),
-    /// A delivery's replay record reached `COMMITTED` (or was written committed).
+    /// A staged delivery's replay record reached `COMMITTED`: its observations became eligible.
     DeliveryCommitted(Vec<ObservationId>),
+    /// A slice of a large delivery or run to project, split off so that every stream record is
+    /// finished well within the projector's timeout.
+    Work(Box<ProjectionWork>),
     /// A page of a run committed (its page record was written).
     RunPage(Box<RunPageRecord>),
     /// A run reached `COMPLETE`.
@@ -237,16 +289,9 @@ pub enum EvidenceChange {
     Ignored,
 }
 
-#[derive(Clone)]
-pub struct Projector {
-    reads: Arc<dyn EvidenceReads>,
-    projection: Arc<dyn ProjectionStore>,
-    runs: Arc<dyn RunWrites>,
-}
-
-/// Run state transitions the projector performs when pages complete.
+/// Writes the projector makes to the evidence table: run bookkeeping and its own work records.
 #[async_trait]
-pub trait RunWrites: Send + Sync {
+pub trait ProjectorWrites: Send + Sync {
     /// Counts `new_pages` more committed pages on the run item (creating it for a run nobody
     /// started) and returns the item. The count is a hint: stream redelivery may count a page
     /// twice. MUST refuse (`Invariant`) a page whose tenant or connector differs from the run's.
@@ -254,91 +299,391 @@ pub trait RunWrites: Send + Sync {
     /// Marks the run `COMPLETE` (and takes it out of the open-runs index); false, changing
     /// nothing, when it already is or does not exist.
     async fn mark_complete(&self, run_id: &str, at: Timestamp) -> Result<bool, StoreError>;
+    /// Stores projection work records; each reaches the projector as its own stream record.
+    /// Idempotent: the same work stored twice is one record.
+    async fn enqueue_work(&self, work: &[ProjectionWork]) -> Result<(), StoreError>;
+}
+
+/// A failure while applying a batch of changes: the first change (by position) that was not
+/// fully applied. Every change before it was.
+#[derive(Debug, thiserror::Error)]
+#[error("change {index} of the batch failed: {error}")]
+pub struct BatchFailure {
+    pub index: usize,
+    #[source]
+    pub error: StoreError,
+}
+
+#[derive(Clone)]
+pub struct Projector {
+    reads: Arc<dyn EvidenceReads>,
+    projection: Arc<dyn ProjectionStore>,
+    writes: Arc<dyn ProjectorWrites>,
 }
 
 const MAX_RECOMPUTE_ROUNDS: usize = 8;
 const HISTORY_PAGE: i32 = 50;
+/// A large delivery or run is projected in `ProjectionWork` slices of this many observations.
+pub const WORK_SLICE: u32 = 500;
+/// At most this many observations are projected inline by one invocation (one stream batch);
+/// larger committed deliveries are split into work slices, and slices beyond the budget are put
+/// back as new work records for a later invocation. At least one slice always runs, so every
+/// batch makes progress, and every batch finishes well within the function's timeout.
+pub const INLINE_BUDGET: u32 = 1_000;
+/// Projection keys computed at once within a batch.
+const KEY_CONCURRENCY: usize = 16;
+
+/// One projection key's pending work in a batch: the observations that may now win it, and
+/// whether its current row must be recomputed from history.
+#[derive(Default)]
+struct KeyWork {
+    candidates: Vec<ObservationId>,
+    full: bool,
+    /// The first change of the batch that contributed to this key.
+    first_change: usize,
+}
 
 impl Projector {
     pub fn new(
         reads: Arc<dyn EvidenceReads>,
         projection: Arc<dyn ProjectionStore>,
-        runs: Arc<dyn RunWrites>,
+        writes: Arc<dyn ProjectorWrites>,
     ) -> Self {
         Self {
             reads,
             projection,
-            runs,
+            writes,
         }
     }
 
-    /// Applies one change: recomputes every projection key it can affect.
+    /// Applies one change (a batch of one).
     pub async fn apply(&self, change: &EvidenceChange) -> Result<(), StoreError> {
-        let mut keys: BTreeMap<ProjectionKey, Vec<Observation>> = BTreeMap::new();
-        match change {
-            EvidenceChange::Ignored => return Ok(()),
-            EvidenceChange::Observation(observation) => {
-                keys.entry(ProjectionKey::of(observation))
-                    .or_default()
-                    .push((**observation).clone());
+        self.apply_batch(std::slice::from_ref(change))
+            .await
+            .map_err(|f| f.error)
+    }
+
+    /// Applies a stream batch: every projection key the changes can affect is computed once,
+    /// from fresh (consistent) reads, up to `KEY_CONCURRENCY` keys at a time. A new claim is
+    /// compared with the current row (no history read); only a row whose own claim lost its
+    /// eligibility is recomputed from the item's history. Large deliveries and runs are split
+    /// into `ProjectionWork` records instead of being projected inline.
+    pub async fn apply_batch(&self, changes: &[EvidenceChange]) -> Result<(), BatchFailure> {
+        let fail = |index: usize| move |error: StoreError| BatchFailure { index, error };
+        // Runs: one page count per run and batch.
+        let mut pages_by_run: BTreeMap<RunId, (usize, &RunPageRecord, u32)> = BTreeMap::new();
+        for (index, change) in changes.iter().enumerate() {
+            if let EvidenceChange::RunPage(page) = change {
+                pages_by_run
+                    .entry(page.run_id.clone())
+                    .or_insert((index, page, 0))
+                    .2 += 1;
             }
-            EvidenceChange::DeliveryCommitted(ids) => {
-                for observation in self.reads.observations(ids).await? {
-                    keys.entry(ProjectionKey::of(&observation))
-                        .or_default()
-                        .push(observation);
+        }
+        for (index, page, count) in pages_by_run.into_values() {
+            self.note_pages(page, count).await.map_err(fail(index))?;
+        }
+
+        let mut candidates: Vec<(usize, ObservationId)> = Vec::new();
+        let mut full_keys: Vec<(usize, ProjectionKey)> = Vec::new();
+        let mut budget = INLINE_BUDGET;
+        let mut sliced_any = false;
+        for (index, change) in changes.iter().enumerate() {
+            match change {
+                EvidenceChange::Ignored | EvidenceChange::RunPage(_) => {}
+                EvidenceChange::Observation(o) => {
+                    budget = budget.saturating_sub(1);
+                    candidates.push((index, o.observation_id.clone()))
                 }
-            }
-            EvidenceChange::RunPage(page) => {
-                let run = self.runs.note_pages(page, 1).await?;
-                if run.status != Some(RunStatus::Complete)
-                    && run.page_count.is_some_and(|count| run.pages_seen >= count)
-                    && self
-                        .reads
-                        .run_pages(run.run_id.as_str())
-                        .await?
-                        .all_committed(run.page_count)
-                {
-                    self.runs
-                        .mark_complete(run.run_id.as_str(), Timestamp::now())
-                        .await?;
+                EvidenceChange::DeliveryCommitted(ids) if ids.len() as u32 <= budget => {
+                    budget -= ids.len() as u32;
+                    candidates.extend(ids.iter().map(|id| (index, id.clone())))
                 }
-            }
-            EvidenceChange::RunCompleted(run) => {
-                // Pages of a per-page connector were projected as they committed; those of an
-                // on_run_complete connector become eligible now.
-                let policy = self
-                    .reads
-                    .connector_config(&run.connector)
-                    .await?
-                    .map_or(Publication::PerPage, |c| c.publication);
-                if policy == Publication::OnRunComplete {
-                    for page in self.reads.run_pages(run.run_id.as_str()).await?.pages {
-                        let ids: Vec<ObservationId> = (0..page.observation_count as usize)
-                            .map(|i| ObservationId::derive_for(&page.delivery_key, page.epoch, i))
-                            .collect();
-                        for observation in self.reads.observations(&ids).await? {
-                            keys.entry(ProjectionKey::of(&observation))
-                                .or_default()
-                                .push(observation);
-                        }
+                EvidenceChange::DeliveryCommitted(ids) => {
+                    let work = self.slices_of_delivery(ids).await.map_err(fail(index))?;
+                    self.writes.enqueue_work(&work).await.map_err(fail(index))?;
+                }
+                EvidenceChange::Work(work) => {
+                    let size = work.end.saturating_sub(work.start);
+                    if size <= budget || !sliced_any {
+                        sliced_any = true;
+                        budget = budget.saturating_sub(size);
+                        candidates.extend((work.start..work.end).map(|i| {
+                            (
+                                index,
+                                ObservationId::derive_for(
+                                    &work.delivery_key,
+                                    work.epoch,
+                                    i as usize,
+                                ),
+                            )
+                        }));
+                    } else {
+                        // Over this invocation's budget: a later invocation takes it.
+                        let later = ProjectionWork {
+                            deferrals: work.deferrals + 1,
+                            ..(**work).clone()
+                        };
+                        self.writes
+                            .enqueue_work(std::slice::from_ref(&later))
+                            .await
+                            .map_err(fail(index))?;
                     }
                 }
-            }
-            EvidenceChange::SourceQuarantine(source) => {
-                for item in self.projection.items_of_source(source).await? {
-                    keys.entry(ProjectionKey {
-                        item,
-                        source: source.clone(),
-                    })
-                    .or_default();
+                EvidenceChange::RunCompleted(run) => {
+                    self.run_completed(run).await.map_err(fail(index))?
+                }
+                EvidenceChange::SourceQuarantine(source) => {
+                    let items = self
+                        .projection
+                        .items_of_source(source)
+                        .await
+                        .map_err(fail(index))?;
+                    full_keys.extend(items.into_iter().map(|item| {
+                        (
+                            index,
+                            ProjectionKey {
+                                item,
+                                source: source.clone(),
+                            },
+                        )
+                    }));
                 }
             }
         }
-        for (key, seen) in keys {
-            self.recompute(&key, &seen).await?;
+
+        // Fresh copies of every candidate (an image may predate a supersession marker).
+        let first_of: HashMap<ObservationId, usize> = candidates
+            .iter()
+            .rev()
+            .map(|(i, id)| (id.clone(), *i))
+            .collect();
+        let ids: Vec<ObservationId> = first_of.keys().cloned().collect();
+        let fresh = self
+            .reads
+            .observations(&ids)
+            .await
+            .map_err(|error| BatchFailure {
+                index: first_of.values().copied().min().unwrap_or(0),
+                error,
+            })?;
+        let mut work: BTreeMap<ProjectionKey, KeyWork> = BTreeMap::new();
+        let first_of = &first_of;
+        let mut by_id: HashMap<ObservationId, Observation> = HashMap::new();
+        for observation in fresh {
+            let index = first_of[&observation.observation_id];
+            let entry = work
+                .entry(ProjectionKey::of(&observation))
+                .or_insert(KeyWork {
+                    first_change: index,
+                    ..KeyWork::default()
+                });
+            entry.first_change = entry.first_change.min(index);
+            entry.candidates.push(observation.observation_id.clone());
+            by_id.insert(observation.observation_id.clone(), observation);
+        }
+        for (index, key) in full_keys {
+            let entry = work.entry(key).or_insert(KeyWork {
+                first_change: index,
+                ..KeyWork::default()
+            });
+            entry.full = true;
+            entry.first_change = entry.first_change.min(index);
+        }
+        let eligibility = Eligibility::new(self.reads.as_ref());
+        let eligibility = &eligibility;
+        // Each candidate's eligibility, once. A claim that is not committed (or awaits its run)
+        // has never been a row and cannot become one in this batch: keys with nothing else
+        // to do are dropped before their rows are read.
+        let visibilities: Vec<Result<(ObservationId, Visibility), BatchFailure>> =
+            futures_util::stream::iter(by_id.keys().cloned().collect::<Vec<_>>())
+                .map(|id: ObservationId| {
+                    let by_id = &by_id;
+                    async move {
+                        let visibility = match by_id.get(&id) {
+                            Some(o) => eligibility.check_for_row(o).await,
+                            None => Ok(Visibility::NotCommitted),
+                        };
+                        visibility
+                            .map(|v| (id.clone(), v))
+                            .map_err(|error| BatchFailure {
+                                index: first_of.get(&id).copied().unwrap_or(0),
+                                error,
+                            })
+                    }
+                })
+                .buffer_unordered(KEY_CONCURRENCY)
+                .collect()
+                .await;
+        let mut visibility: HashMap<ObservationId, Visibility> = HashMap::new();
+        for result in visibilities {
+            let (id, v) = result?;
+            visibility.insert(id, v);
+        }
+        work.retain(|_, w| {
+            w.candidates
+                .retain(|id| visibility.get(id).is_some_and(Visibility::is_published));
+            w.full || !w.candidates.is_empty()
+        });
+        if work.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<ProjectionKey> = work.keys().cloned().collect();
+        let rows = self
+            .projection
+            .current_many(&keys)
+            .await
+            .map_err(|error| BatchFailure {
+                index: work.values().map(|w| w.first_change).min().unwrap_or(0),
+                error,
+            })?;
+        let by_id = &by_id;
+        let rows = &rows;
+        let visibility = &visibility;
+        let results: Vec<Result<(), BatchFailure>> = futures_util::stream::iter(work)
+            .map(|(key, key_work)| async move {
+                let candidates: Vec<(&Observation, Visibility)> = key_work
+                    .candidates
+                    .iter()
+                    .filter_map(|id| Some((by_id.get(id)?, *visibility.get(id)?)))
+                    .collect();
+                self.project_key(
+                    &key,
+                    &candidates,
+                    key_work.full,
+                    rows.get(&key),
+                    eligibility,
+                )
+                .await
+                .map_err(|error| BatchFailure {
+                    index: key_work.first_change,
+                    error,
+                })
+            })
+            .buffer_unordered(KEY_CONCURRENCY)
+            .collect()
+            .await;
+        match results
+            .into_iter()
+            .filter_map(Result::err)
+            .min_by_key(|f| f.index)
+        {
+            Some(failure) => Err(failure),
+            None => Ok(()),
+        }
+    }
+
+    async fn note_pages(&self, page: &RunPageRecord, count: u32) -> Result<(), StoreError> {
+        let run = self.writes.note_pages(page, count).await?;
+        if run.status != Some(RunStatus::Complete)
+            && run.page_count.is_some_and(|count| run.pages_seen >= count)
+            && self
+                .reads
+                .run_pages(run.run_id.as_str())
+                .await?
+                .all_committed(run.page_count)
+        {
+            self.writes
+                .mark_complete(run.run_id.as_str(), Timestamp::now())
+                .await?;
         }
         Ok(())
+    }
+
+    /// The work slices of a committed delivery, from its first observation's key and epoch.
+    async fn slices_of_delivery(
+        &self,
+        ids: &[ObservationId],
+    ) -> Result<Vec<ProjectionWork>, StoreError> {
+        let Some(first) = ids.first() else {
+            return Ok(Vec::new());
+        };
+        let observation = self
+            .reads
+            .observation(first.as_str())
+            .await?
+            .ok_or_else(|| {
+                StoreError::Invariant(format!(
+                    "committed delivery's first observation {first} is missing"
+                ))
+            })?;
+        Ok(slices(
+            &observation.delivery_key,
+            observation.epoch,
+            ids.len() as u32,
+        ))
+    }
+
+    /// Pages of a per-page connector were projected as they committed; those of an
+    /// on_run_complete connector become eligible now: one work record per page slice.
+    async fn run_completed(&self, run: &Run) -> Result<(), StoreError> {
+        let policy = self
+            .reads
+            .connector_config(&run.connector)
+            .await?
+            .map_or(Publication::PerPage, |c| c.publication);
+        if policy != Publication::OnRunComplete {
+            return Ok(());
+        }
+        let work: Vec<ProjectionWork> = self
+            .reads
+            .run_pages(run.run_id.as_str())
+            .await?
+            .pages
+            .iter()
+            .flat_map(|page| slices(&page.delivery_key, page.epoch, page.observation_count))
+            .collect();
+        self.writes.enqueue_work(&work).await
+    }
+
+    /// One key of a batch. A claim that is newer than the current row (or the first one)
+    /// replaces it; the row is recomputed from history only when asked (`full`) or when the
+    /// row's own claim is among the candidates and no longer eligible.
+    async fn project_key(
+        &self,
+        key: &ProjectionKey,
+        candidates: &[(&Observation, Visibility)],
+        full: bool,
+        current: Option<&ProjectedOffer>,
+        eligibility: &Eligibility<'_>,
+    ) -> Result<(), StoreError> {
+        let seen =
+            || -> Vec<Observation> { candidates.iter().map(|(o, _)| (*o).clone()).collect() };
+        if full {
+            return self.recompute(key, &seen(), eligibility).await;
+        }
+        let mut best: Option<&Observation> = None;
+        for (candidate, visibility) in candidates {
+            let eligible = *visibility == Visibility::Eligible;
+            if !eligible
+                && current.is_some_and(|c| c.observation.observation_id == candidate.observation_id)
+            {
+                // The current row's own claim lost its eligibility: fall back through history.
+                return self.recompute(key, &seen(), eligibility).await;
+            }
+            if eligible && best.is_none_or(|b| candidate.basis() > b.basis()) {
+                best = Some(candidate);
+            }
+        }
+        let Some(best) = best else {
+            return Ok(());
+        };
+        let quarantined = eligibility.source_quarantined(&key.source).await?;
+        let row = offer(best.clone(), quarantined);
+        let written = match current {
+            None => self.projection.replace(&row, None).await?,
+            Some(c) if row.basis > c.basis || (row.basis == c.basis && *c != row) => {
+                self.projection.replace(&row, Some(&c.basis)).await?
+            }
+            // Older than (or the same as) the current row: nothing to do.
+            Some(_) => true,
+        };
+        if written {
+            Ok(())
+        } else {
+            // Someone changed the row meanwhile: settle it from history.
+            self.recompute(key, &seen(), eligibility).await
+        }
     }
 
     /// Recomputes one row from the item's history (plus `seen`, observations known from the
@@ -348,30 +693,50 @@ impl Projector {
         &self,
         key: &ProjectionKey,
         seen: &[Observation],
+        eligibility: &Eligibility<'_>,
     ) -> Result<(), StoreError> {
+        let quarantined = eligibility.source_quarantined(&key.source).await?;
         for _ in 0..MAX_RECOMPUTE_ROUNDS {
-            let mut eligibility = Eligibility::new(self.reads.as_ref());
-            let winner = self.find_winner(key, seen, &mut eligibility).await?;
+            let winner = self.find_winner(key, seen, eligibility).await?;
             let current = self.projection.current(key).await?;
             let done = match (current, winner) {
                 (None, None) => true,
-                (None, Some(w)) => self.projection.replace(&offer(w), None).await?,
+                (None, Some(w)) => {
+                    self.projection
+                        .replace(&offer(w, quarantined), None)
+                        .await?
+                }
                 (Some(c), Some(w)) if w.basis() == c.basis => {
-                    c.observation == w || self.projection.replace(&offer(w), Some(&c.basis)).await?
+                    let row = offer(w, quarantined);
+                    c == row || self.projection.replace(&row, Some(&c.basis)).await?
                 }
                 (Some(c), Some(w)) if w.basis() > c.basis => {
-                    self.projection.replace(&offer(w), Some(&c.basis)).await?
+                    self.projection
+                        .replace(&offer(w, quarantined), Some(&c.basis))
+                        .await?
                 }
                 // The winner found is older than the current row, or there is none: the current
                 // row may be a newer claim the (eventually consistent) index does not show yet.
                 // It is kept unless it is no longer eligible itself.
                 (Some(c), winner) => {
-                    if self.still_eligible(&c, &mut eligibility).await? {
+                    if self.still_eligible(&c, eligibility).await? {
                         debug!(item = %key.item, "kept a current row the index does not show yet");
-                        true
+                        if c.source_quarantined == quarantined {
+                            true
+                        } else {
+                            let row = ProjectedOffer {
+                                source_quarantined: quarantined,
+                                ..c.clone()
+                            };
+                            self.projection.replace(&row, Some(&c.basis)).await?
+                        }
                     } else {
                         match winner {
-                            Some(w) => self.projection.replace(&offer(w), Some(&c.basis)).await?,
+                            Some(w) => {
+                                self.projection
+                                    .replace(&offer(w, quarantined), Some(&c.basis))
+                                    .await?
+                            }
                             None => self.projection.remove(key, &c.basis).await?,
                         }
                     }
@@ -388,18 +753,18 @@ impl Projector {
         )))
     }
 
-    /// Whether the observation of a projection row is still eligible (a fresh, consistent read).
+    /// Whether the observation of a projection row may still be a row (a fresh, consistent read).
     async fn still_eligible(
         &self,
         row: &ProjectedOffer,
-        eligibility: &mut Eligibility<'_>,
+        eligibility: &Eligibility<'_>,
     ) -> Result<bool, StoreError> {
         match self
             .reads
             .observation(row.observation.observation_id.as_str())
             .await?
         {
-            Some(o) => Ok(eligibility.check(&o).await? == Visibility::Eligible),
+            Some(o) => Ok(eligibility.check_for_row(&o).await? == Visibility::Eligible),
             None => Ok(false),
         }
     }
@@ -408,7 +773,7 @@ impl Projector {
         &self,
         key: &ProjectionKey,
         seen: &[Observation],
-        eligibility: &mut Eligibility<'_>,
+        eligibility: &Eligibility<'_>,
     ) -> Result<Option<Observation>, StoreError> {
         let mut extra: Vec<&Observation> = seen
             .iter()
@@ -450,7 +815,7 @@ impl Projector {
                     .observation(candidate.observation_id.as_str())
                     .await?
                     .unwrap_or(candidate);
-                if eligibility.check(&current).await? == Visibility::Eligible {
+                if eligibility.check_for_row(&current).await? == Visibility::Eligible {
                     return Ok(Some(current));
                 }
             }
@@ -482,6 +847,7 @@ impl Projector {
                 None => break,
             }
         }
+        let eligibility = Eligibility::new(self.reads.as_ref());
         for source in &sources {
             self.recompute(
                 &ProjectionKey {
@@ -489,6 +855,7 @@ impl Projector {
                     source: source.clone(),
                 },
                 &[],
+                &eligibility,
             )
             .await?;
         }
@@ -512,9 +879,24 @@ impl Projector {
     }
 }
 
-fn offer(observation: Observation) -> ProjectedOffer {
+/// Work records covering observations `0..count` of a delivery epoch, `WORK_SLICE` at a time.
+fn slices(delivery_key: &str, epoch: u32, count: u32) -> Vec<ProjectionWork> {
+    (0..count)
+        .step_by(WORK_SLICE as usize)
+        .map(|start| ProjectionWork {
+            delivery_key: delivery_key.to_owned(),
+            epoch,
+            start,
+            end: (start + WORK_SLICE).min(count),
+            deferrals: 0,
+        })
+        .collect()
+}
+
+fn offer(observation: Observation, source_quarantined: bool) -> ProjectedOffer {
     ProjectedOffer {
         basis: observation.basis(),
         observation,
+        source_quarantined,
     }
 }

@@ -58,6 +58,7 @@ pub fn observation_json(o: &Observation) -> serde_json::Map<String, Value> {
     m.insert("claim".into(), json!(o.claim));
     m.insert("verification".into(), json!(o.verification));
     m.insert("dedup_confidence".into(), json!(o.dedup_confidence));
+    m.insert("future_dated".into(), json!(o.future_dated));
     m
 }
 
@@ -98,7 +99,7 @@ impl QueryService {
             ));
         }
         let rows = self.projection.offers(&principal.tenant, &item).await?;
-        let mut eligibility = Eligibility::new(self.reads.as_ref());
+        let eligibility = Eligibility::new(self.reads.as_ref());
         let mut offers = Vec::new();
         let mut gaps = Vec::new();
         for row in rows {
@@ -174,7 +175,7 @@ impl QueryService {
                 }
                 other => QueryError::Store(other),
             })?;
-        let mut eligibility = Eligibility::new(self.reads.as_ref());
+        let eligibility = Eligibility::new(self.reads.as_ref());
         let mut observations = Vec::new();
         for indexed in page.observations {
             let o = self

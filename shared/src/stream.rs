@@ -2,7 +2,8 @@
 //! event source) and the local stack's stream poller, so both see the same meaning.
 
 use crate::model::{
-    Observation, ReplayRecord, ReplayState, Run, RunPageRecord, RunStatus, SourceQuarantine,
+    Observation, ProjectionWork, ReplayRecord, ReplayState, Run, RunPageRecord, RunStatus,
+    SourceQuarantine,
 };
 use crate::ports::StoreError;
 use crate::projection::EvidenceChange;
@@ -44,11 +45,17 @@ pub fn classify(
                 Some(old) => decode::<ReplayRecord>(old)?.state == ReplayState::Committed,
                 None => false,
             };
-            if new.state == ReplayState::Committed && !was_committed {
+            // An unstaged delivery's observations were written in the same transaction as its
+            // committed record: their own INSERT records project them. A staged delivery's
+            // observations became eligible only now.
+            if new.state == ReplayState::Committed && !was_committed && new.chunks_total > 1 {
                 EvidenceChange::DeliveryCommitted(new.observation_ids)
             } else {
                 EvidenceChange::Ignored
             }
+        }
+        Some("projection_work") if event_name == "INSERT" => {
+            EvidenceChange::Work(Box::new(decode::<ProjectionWork>(new_image)?))
         }
         Some("run_page") if event_name == "INSERT" => {
             EvidenceChange::RunPage(Box::new(decode::<RunPageRecord>(new_image)?))

@@ -806,6 +806,7 @@ mod tests {
             horizon_days: DEFAULT_HORIZON_DAYS,
             publication: Publication::PerPage,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            clock_skew_seconds: crate::connector::DEFAULT_CLOCK_SKEW_SECONDS,
             pull: None,
         }
     }

@@ -9,6 +9,7 @@ mod intake;
 mod ops;
 mod projection;
 mod projection_lag;
+mod projection_scale;
 mod read_path;
 mod request_budget;
 mod runs;

@@ -37,59 +37,6 @@ async fn stack(env: &TestEnv) -> Stack {
     spawn_stack(env, Some(tokens)).await
 }
 
-/// (status, JSON body) of a request with a bearer token, run off the async runtime.
-async fn call(method: &'static str, url: String, token: Option<&str>, body: Value) -> (u16, Value) {
-    let auth = token.map(|t| format!("Bearer {t}"));
-    tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let mut response = if method == "GET" {
-            let mut request = agent.get(&url);
-            if let Some(auth) = &auth {
-                request = request.header("authorization", auth);
-            }
-            request.call()
-        } else {
-            let mut request = agent.post(&url).header("content-type", "application/json");
-            if let Some(auth) = &auth {
-                request = request.header("authorization", auth);
-            }
-            let bytes = if body.is_null() {
-                Vec::new()
-            } else {
-                body.to_string().into_bytes()
-            };
-            request.send(&bytes[..])
-        }
-        .expect("request sent");
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().unwrap_or_default();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    })
-    .await
-    .unwrap()
-}
-
-async fn get_bytes(url: String) -> (u16, Vec<u8>) {
-    tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let mut response = agent.get(&url).call().expect("request sent");
-        let status = response.status().as_u16();
-        let bytes = response.body_mut().read_to_vec().unwrap_or_default();
-        (status, bytes)
-    })
-    .await
-    .unwrap()
-}
-
 /// The open quarantine list once it holds exactly one entry.
 async fn open_entries(url: String) -> Value {
     let start = Instant::now();

@@ -400,18 +400,84 @@ async fn quarantining_one_source_leaves_the_other_current_and_history_keeps_both
         quantities(&query.offers(&env.reader(), ITEM, None, now).await.unwrap()),
         vec![("beta-eu".into(), 3)]
     );
+    // The quarantined source's row is suppressed, not deleted: it keeps tracking the source's
+    // newest claim so that lifting the quarantine restores it through the projector.
     let rows = env
         .projection_store()
         .offers(&acme.tenant, "AX-440-R2~each~new")
         .await
         .unwrap();
+    let suppressed: Vec<(String, bool)> = rows
+        .iter()
+        .map(|r| (r.observation.connector.to_string(), r.source_quarantined))
+        .collect();
     assert_eq!(
-        rows.len(),
-        1,
-        "the quarantined source's row is gone from the projection"
+        suppressed,
+        vec![("acme-eu".into(), true), ("beta-eu".into(), false)],
+        "the quarantined source's row is marked and served to no reader"
     );
     let history = query.history(&env.reader(), ITEM, None, 50).await.unwrap();
     let mut kept = history_quantities(&history);
     kept.sort();
     assert_eq!(kept, vec![3, 6], "history keeps both");
+}
+
+/// Issue 8 item 8: a claim observed later than it was retrieved (beyond the connector's
+/// clock-skew tolerance, 5 minutes by default) is kept in history, flagged, and never current.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_from_the_future_is_kept_flagged_in_history_and_never_made_current() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let (service, projector, query) = (env.service(), env.projector(), env.query());
+    let mut stream = env.stream().await;
+    let now = Timestamp::now();
+    let at = |seconds: i64| now.plus_seconds(seconds).to_rfc3339();
+    let page = |export: &str, q: i64, observed: String| {
+        plain_envelope(
+            &acme,
+            export,
+            &export_page(export, 1, 1, vec![offer(ITEM, q, "820.00", &observed)]),
+        )
+    };
+    // An ordinary claim from an hour ago, one two minutes ahead of its retrieval (within the
+    // tolerance) and one a day ahead (a supplier clock or data error).
+    ingest_ok(&service, &page("F-1", 3, at(-3600))).await;
+    ingest_ok(&service, &page("F-2", 4, at(120))).await;
+    ingest_ok(&service, &page("F-3", 99, at(86_400))).await;
+    env.drain(&mut stream, &projector).await;
+
+    let offers = query.offers(&env.reader(), ITEM, None, now).await.unwrap();
+    assert_eq!(
+        quantities(&offers),
+        vec![("acme-eu".into(), 4)],
+        "the claim within the tolerance is current; the one from the future is not"
+    );
+    let history = query.history(&env.reader(), ITEM, None, 50).await.unwrap();
+    let flags: Vec<(u64, bool)> = history["observations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["quantity"].as_u64().unwrap(),
+                o["future_dated"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    assert_eq!(flags, vec![(99, true), (4, false), (3, false)]);
+    let future = &history["observations"][0];
+    assert_eq!(future["current_eligibility"], "future_dated");
+    // A rebuild agrees.
+    let rebuilt = env.extra_projection_table().await;
+    env.projector_into(rebuilt.clone())
+        .rebuild_item(&acme.tenant, "AX-440-R2~each~new")
+        .await
+        .unwrap();
+    let rows = rebuilt
+        .offers(&acme.tenant, "AX-440-R2~each~new")
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].observation.quantity, 4);
 }

@@ -142,8 +142,8 @@ async fn under_a_lagging_index_an_eligible_current_offer_is_never_dropped_or_rol
         }
     }
     assert!(
-        changes.len() >= 7,
-        "inserts of old, new, z, copy and the staged X claim, the z supersession, the commits: {}",
+        changes.len() >= 6,
+        "inserts of old, new, z, copy and the staged X claim, and the z supersession: {}",
         changes.len()
     );
     let eligible = [

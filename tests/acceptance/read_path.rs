@@ -97,10 +97,16 @@ async fn scenario(env: &TestEnv) -> Vec<StreamRecordImages> {
     records
 }
 
+/// Applies the records in stream batches of 100, as the event source hands them over.
 async fn apply(projector: &Projector, records: &[StreamRecordImages]) {
-    for (name, old, new, _) in records {
-        let change = feedsafe::stream::classify(name, old.clone(), new.clone()).unwrap();
-        projector.apply(&change).await.unwrap();
+    for batch in records.chunks(100) {
+        let changes: Vec<_> = batch
+            .iter()
+            .map(|(name, old, new, _)| {
+                feedsafe::stream::classify(name, old.clone(), new.clone()).unwrap()
+            })
+            .collect();
+        projector.apply_batch(&changes).await.unwrap();
     }
 }
 

@@ -67,16 +67,23 @@ pub struct TestEnv {
 }
 
 /// Fresh resources from the template; `ttl: false` keeps expired records present.
+/// Each test gets a DynamoDB Local database of its own (a unique access key): DynamoDB Local
+/// keeps one SQLite database per access key, which slows down as it fills and takes a lock per
+/// write, so tests sharing one would slow each other down.
 pub async fn spawn_env(ttl: bool) -> TestEnv {
-    let (dynamodb, moto) = engine_endpoints();
-    env_on(AwsClients::local(&dynamodb, &moto), ttl).await
+    spawn_heavy_env(ttl, "t").await
 }
 
 /// Like `spawn_env`, in a DynamoDB Local database of its own (`database`: letters and digits),
 /// for tests that write thousands of items: DynamoDB Local slows down as one database fills.
 pub async fn spawn_heavy_env(ttl: bool, database: &str) -> TestEnv {
     let (dynamodb, moto) = engine_endpoints();
-    env_on(AwsClients::local_database(&dynamodb, &moto, database), ttl).await
+    // A fresh database each time, even when the same engine serves several test runs.
+    let database: String = format!("{database}{}", unique_prefix())
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    env_on(AwsClients::local_database(&dynamodb, &moto, &database), ttl).await
 }
 
 async fn env_on(clients: AwsClients, ttl: bool) -> TestEnv {
@@ -318,6 +325,7 @@ pub fn acme_eu() -> ConnectorConfig {
         horizon_days: DEFAULT_HORIZON_DAYS,
         publication: Publication::PerPage,
         max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        clock_skew_seconds: feedsafe::connector::DEFAULT_CLOCK_SKEW_SECONDS,
         pull: None,
     }
 }
@@ -480,7 +488,8 @@ impl TestEnv {
             .expect("evidence stream")
     }
 
-    /// Reads the stream until it is quiet and applies every record, as the event source would.
+    /// Reads the stream until it is quiet and applies every record in batches of 100, as the
+    /// event source would.
     pub async fn drain(
         &self,
         stream: &mut feedsafe::local::StreamReader,
@@ -496,10 +505,18 @@ impl TestEnv {
                 continue;
             }
             quiet = 0;
-            for (name, old, new, _) in &records {
-                let change =
-                    feedsafe::stream::classify(name, old.clone(), new.clone()).expect("classify");
-                projector.apply(&change).await.expect("projection applies");
+            for batch in records.chunks(100) {
+                let changes: Vec<_> = batch
+                    .iter()
+                    .map(|(name, old, new, _)| {
+                        feedsafe::stream::classify(name, old.clone(), new.clone())
+                            .expect("classify")
+                    })
+                    .collect();
+                projector
+                    .apply_batch(&changes)
+                    .await
+                    .expect("projection applies");
             }
             all.extend(records);
         }
@@ -976,4 +993,67 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     panic!("timed out waiting for {what}");
+}
+
+/// (status, JSON body) of a request with a bearer token, run off the async runtime.
+pub async fn call(
+    method: &'static str,
+    url: String,
+    token: Option<&str>,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut response = if method == "GET" || method == "DELETE" {
+            let mut request = if method == "GET" {
+                agent.get(&url)
+            } else {
+                agent.delete(&url)
+            };
+            if let Some(auth) = &auth {
+                request = request.header("authorization", auth);
+            }
+            request.call()
+        } else {
+            let mut request = agent.post(&url).header("content-type", "application/json");
+            if let Some(auth) = &auth {
+                request = request.header("authorization", auth);
+            }
+            let bytes = if body.is_null() {
+                Vec::new()
+            } else {
+                body.to_string().into_bytes()
+            };
+            request.send(&bytes[..])
+        }
+        .expect("request sent");
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+/// (status, bytes) of an unauthenticated GET (a presigned link).
+pub async fn get_bytes(url: String) -> (u16, Vec<u8>) {
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut response = agent.get(&url).call().expect("request sent");
+        let status = response.status().as_u16();
+        let bytes = response.body_mut().read_to_vec().unwrap_or_default();
+        (status, bytes)
+    })
+    .await
+    .unwrap()
 }

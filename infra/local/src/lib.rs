@@ -364,8 +364,12 @@ fn feedsafe_error<E: std::error::Error>(e: &E) -> String {
     text
 }
 
-/// Lambda's DynamoDB stream event source, locally: records in order; a record that keeps
-/// failing goes to the on-failure queue so the stream moves on.
+/// Records per projector invocation (the template's `BatchSize` for the stream event).
+const STREAM_BATCH_SIZE: usize = 100;
+
+/// Lambda's DynamoDB stream event source, locally: records in order, in batches; a batch that
+/// fails is retried from the record that failed; a record that keeps failing goes to the
+/// on-failure queue so the stream moves on.
 async fn stream_poller(
     mut stream: StreamReader,
     projector: Projector,
@@ -382,54 +386,70 @@ async fn stream_poller(
                 continue;
             }
         };
-        for (name, old, new, sequence) in records {
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                let result = match feedsafe::stream::classify(&name, old.clone(), new.clone()) {
-                    Ok(change) => projector.apply(&change).await,
-                    Err(e) => Err(e),
-                };
-                match result {
-                    Ok(()) => break,
-                    Err(e) if attempt < 4 => {
-                        warn!(sequence = %sequence, error = %e, "projection failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
-                    }
+        let mut start = 0;
+        let mut attempt = 0;
+        while start < records.len() {
+            let batch = &records[start..(start + STREAM_BATCH_SIZE).min(records.len())];
+            let mut changes = Vec::with_capacity(batch.len());
+            let mut failure: Option<(usize, String)> = None;
+            for (i, (name, old, new, _)) in batch.iter().enumerate() {
+                match feedsafe::stream::classify(name, old.clone(), new.clone()) {
+                    Ok(change) => changes.push(change),
                     Err(e) => {
-                        // The stream moves past a record only once the on-failure queue holds it;
-                        // without that (no queue, or the send failed) the record is retried, as
-                        // the Lambda event source does, rather than dropped.
-                        let parked = match &failure_queue {
-                            Some(queue) => {
-                                let body = serde_json::json!({"sequence_number": sequence, "event_name": name, "error": e.to_string()});
-                                match sqs
-                                    .send_message()
-                                    .queue_url(queue)
-                                    .message_body(body.to_string())
-                                    .send()
-                                    .await
-                                {
-                                    Ok(_) => true,
-                                    Err(send) => {
-                                        error!(sequence = %sequence, error = %feedsafe_error(&send), "on-failure queue refused the record; retrying it");
-                                        false
-                                    }
-                                }
-                            }
-                            None => false,
-                        };
-                        if parked {
-                            warn!(sequence = %sequence, error = %e, "projection gave up; record sent to the on-failure queue");
-                            break;
-                        }
-                        if *stopped.borrow() {
-                            return;
-                        }
-                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        failure = Some((i, e.to_string()));
+                        break;
                     }
                 }
             }
+            if let Err(f) = projector.apply_batch(&changes).await {
+                failure = Some((f.index, f.error.to_string()));
+            }
+            let Some((index, error)) = failure else {
+                start += batch.len();
+                attempt = 0;
+                continue;
+            };
+            // Everything before the failed record is done.
+            start += index;
+            attempt += 1;
+            let (name, _, _, sequence) = &records[start];
+            if attempt < 4 {
+                warn!(sequence = %sequence, error = %error, "projection failed; retrying from this record");
+                tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                continue;
+            }
+            // The stream moves past a record only once the on-failure queue holds it; without
+            // that (no queue, or the send failed) the record is retried, as the Lambda event
+            // source does, rather than dropped.
+            let parked = match &failure_queue {
+                Some(queue) => {
+                    let body = serde_json::json!({"sequence_number": sequence, "event_name": name, "error": error});
+                    match sqs
+                        .send_message()
+                        .queue_url(queue)
+                        .message_body(body.to_string())
+                        .send()
+                        .await
+                    {
+                        Ok(_) => true,
+                        Err(send) => {
+                            error!(sequence = %sequence, error = %feedsafe_error(&send), "on-failure queue refused the record; retrying it");
+                            false
+                        }
+                    }
+                }
+                None => false,
+            };
+            if parked {
+                warn!(sequence = %sequence, error = %error, "projection gave up; record sent to the on-failure queue");
+                start += 1;
+                attempt = 0;
+                continue;
+            }
+            if *stopped.borrow() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

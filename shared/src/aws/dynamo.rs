@@ -91,6 +91,9 @@ pub fn commit_marker_pk(delivery_key: &str, epoch: u32) -> String {
     format!("DLVEPOCH#{delivery_key}#{epoch}")
 }
 pub const SK_COMMIT_MARKER: &str = "COMMITTED";
+pub fn projection_work_pk(delivery_key: &str, epoch: u32) -> String {
+    format!("PROJWORK#{delivery_key}#{epoch}")
+}
 
 pub fn item_history_pk(tenant: &str, item: &str) -> String {
     format!("ITEM#{tenant}#{item}")

@@ -3,8 +3,8 @@
 
 use super::dynamo::{
     build_error, conditional, correction_pk, decode, encode, item_history_pk, key, n,
-    observation_item, observation_pk, open_runs_pk, open_runs_shard_pk, run_pk, s,
-    source_quarantine_pk, unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2,
+    observation_item, observation_pk, open_runs_pk, open_runs_shard_pk, projection_work_pk, run_pk,
+    s, source_quarantine_pk, unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2,
     OPEN_RUN_SHARDS, RUN_PAGE_SK_PREFIX, SK_CORRECTION, SK_OBSERVATION, SK_REPLAY, SK_RUN,
     SK_SOURCE_QUARANTINE,
 };
@@ -12,18 +12,18 @@ use crate::connector::ConnectorConfig;
 use crate::hashing::{base64_decode, base64_encode};
 use crate::ids::{ConnectorId, ObservationId, TenantId};
 use crate::model::{
-    IdentityCorrection, Observation, ReplayRecord, Run, RunPageRecord, RunPages, RunStart,
-    RunStatus, SourceQuarantine, SourceRef, MAX_LISTED_MISSING_PAGES,
+    IdentityCorrection, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
+    RunStart, RunStatus, SourceQuarantine, SourceRef, MAX_LISTED_MISSING_PAGES,
 };
 use crate::ports::{ConnectorDirectory, StoreError};
-use crate::projection::{EvidenceReads, HistoryPage, RunWrites};
+use crate::projection::{EvidenceReads, HistoryPage, ProjectorWrites};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem, Update,
+    AttributeValue, KeysAndAttributes, Put, PutRequest, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update, WriteRequest,
 };
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, HashMap};
@@ -166,7 +166,7 @@ impl DynamoEvidenceStore {
         };
         let pages = self.run_pages(run_id).await?;
         if pages.all_committed(run.page_count) {
-            if !RunWrites::mark_complete(self, run_id, now).await? {
+            if !ProjectorWrites::mark_complete(self, run_id, now).await? {
                 return Ok(None);
             }
         } else {
@@ -200,6 +200,50 @@ impl DynamoEvidenceStore {
             }
         }
         self.run(run_id).await
+    }
+
+    /// Puts items with `BatchWriteItem` (25 at a time), retrying unprocessed ones.
+    pub(crate) async fn batch_put(
+        &self,
+        items: Vec<Item>,
+        what: &'static str,
+    ) -> Result<(), StoreError> {
+        for chunk in items.chunks(25) {
+            let mut pending: Vec<WriteRequest> = chunk
+                .iter()
+                .map(|item| {
+                    PutRequest::builder()
+                        .set_item(Some(item.clone()))
+                        .build()
+                        .map(|put| WriteRequest::builder().put_request(put).build())
+                        .map_err(build_error)
+                })
+                .collect::<Result<_, _>>()?;
+            let mut rounds = 0u64;
+            while !pending.is_empty() {
+                rounds += 1;
+                if rounds > 10 {
+                    return Err(StoreError::Unavailable(anyhow::anyhow!(
+                        "{what}: BatchWriteItem kept returning unprocessed items"
+                    )));
+                }
+                let out = self
+                    .client()
+                    .batch_write_item()
+                    .request_items(self.table(), std::mem::take(&mut pending))
+                    .send()
+                    .await
+                    .map_err(unavailable(what))?;
+                if let Some(rest) = out
+                    .unprocessed_items
+                    .and_then(|mut u| u.remove(self.table()))
+                {
+                    pending = rest;
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * rounds)).await;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The committed pages of a run (its page records; a consistent, paginated Query).
@@ -357,7 +401,23 @@ impl DynamoEvidenceStore {
 }
 
 #[async_trait]
-impl RunWrites for DynamoEvidenceStore {
+impl ProjectorWrites for DynamoEvidenceStore {
+    async fn enqueue_work(&self, work: &[ProjectionWork]) -> Result<(), StoreError> {
+        let expires_at = Timestamp::now().unix_seconds() + PROJECTION_WORK_TTL_SECONDS;
+        let mut items = Vec::with_capacity(work.len());
+        for slice in work {
+            let mut item = with_keys(
+                encode(slice)?,
+                projection_work_pk(&slice.delivery_key, slice.epoch),
+                &format!("SLICE#{:06}#{:04}", slice.start, slice.deferrals),
+                "projection_work",
+            );
+            item.insert("expires_at".into(), n(expires_at));
+            items.push(item);
+        }
+        self.batch_put(items, "enqueue projection work").await
+    }
+
     async fn note_pages(&self, page: &RunPageRecord, new_pages: u32) -> Result<Run, StoreError> {
         let mut expression = String::from(
             "SET entity = :entity, run_id = :run, tenant = if_not_exists(tenant, :tenant), \
@@ -562,6 +622,10 @@ impl EvidenceReads for DynamoEvidenceStore {
         })
     }
 }
+
+/// Projection work records expire a week after they are written (they are done within
+/// seconds; TTL deletions never reach the projector).
+pub const PROJECTION_WORK_TTL_SECONDS: i64 = 7 * 86_400;
 
 /// Operator review of quarantine entries (`crate::ops`). The entry's stored fields are never
 /// rewritten: a resolution only moves `status` and adds a `resolution` attribute beside them.

@@ -58,8 +58,14 @@ impl AwsClients {
         let credentials =
             aws_credential_types::Credentials::from_keys(database, LOCAL_SECRET_ACCESS_KEY, None);
         let region = aws_config::Region::new(LOCAL_REGION);
+        // DynamoDB Local answers a write that waited too long for its database lock with a 500
+        // ("this request will succeed in actual DynamoDB"): retry those more patiently.
+        let retry = aws_config::retry::RetryConfig::standard()
+            .with_max_attempts(8)
+            .with_initial_backoff(std::time::Duration::from_millis(50));
         let dynamodb = aws_sdk_dynamodb::Config::builder()
             .behavior_version(BehaviorVersion::latest())
+            .retry_config(retry)
             .http_client(http_client())
             .credentials_provider(credentials.clone())
             .region(region.clone())

@@ -4,14 +4,16 @@
 //! |---|---|---|
 //! | `ITEM#{tenant}#{item}` | `SRC#{connector}#{source_account}` | `SRC#{tenant}#{connector}#{source_account}`, sk `item` |
 
-use super::dynamo::{conditional, decode, encode, key, s, unavailable, Item};
+use super::dynamo::{build_error, conditional, decode, encode, key, s, unavailable, Item};
 use crate::ids::TenantId;
 use crate::model::SourceRef;
 use crate::ports::StoreError;
 use crate::projection::{ProjectedOffer, ProjectionKey, ProjectionStore};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
+use aws_sdk_dynamodb::types::KeysAndAttributes;
 use aws_sdk_dynamodb::Client;
+use std::collections::HashMap;
 
 pub const BY_SOURCE: &str = "by_source";
 
@@ -74,6 +76,69 @@ impl ProjectionStore for DynamoProjectionStore {
             .await
             .map_err(unavailable("get projection row"))?;
         out.item.map(decode).transpose()
+    }
+
+    async fn current_many(
+        &self,
+        keys: &[ProjectionKey],
+    ) -> Result<HashMap<ProjectionKey, ProjectedOffer>, StoreError> {
+        let mut rows = HashMap::new();
+        for chunk in keys.chunks(100) {
+            let by_key: HashMap<(String, String), &ProjectionKey> = chunk
+                .iter()
+                .map(|k| {
+                    (
+                        (row_pk(k.source.tenant.as_str(), &k.item), row_sk(&k.source)),
+                        k,
+                    )
+                })
+                .collect();
+            let mut pending: Vec<Item> =
+                by_key.keys().map(|(pk, sk)| key(pk.clone(), sk)).collect();
+            let mut rounds = 0u64;
+            while !pending.is_empty() {
+                rounds += 1;
+                if rounds > 10 {
+                    return Err(StoreError::Unavailable(anyhow::anyhow!(
+                        "BatchGetItem kept returning unprocessed projection keys"
+                    )));
+                }
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(build_error)?;
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, request)
+                    .send()
+                    .await
+                    .map_err(unavailable("batch get projection rows"))?;
+                for item in out
+                    .responses
+                    .unwrap_or_default()
+                    .remove(&self.table)
+                    .unwrap_or_default()
+                {
+                    let text = |name: &str| {
+                        item.get(name)
+                            .and_then(|v| v.as_s().ok())
+                            .cloned()
+                            .unwrap_or_default()
+                    };
+                    let id = (text("pk"), text("sk"));
+                    if let Some(k) = by_key.get(&id) {
+                        rows.insert((*k).clone(), decode(item)?);
+                    }
+                }
+                if let Some(rest) = out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)) {
+                    pending = rest.keys;
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * rounds)).await;
+                }
+            }
+        }
+        Ok(rows)
     }
 
     async fn replace(

@@ -1,0 +1,232 @@
+//! Large deliveries and long runs project in bounded stream batches (issue 8 item 5): reads are
+//! batched, no key is computed twice in a batch, and a record that carries more work than one
+//! invocation should do is split into resumable work records. Every batch goes through the
+//! projector Lambda's own entry point (`handle_stream_batch`) with a DynamoDB stream event.
+
+use acceptance::*;
+use feedsafe::connector::Publication;
+use feedsafe::projection::{ProjectionStore, Projector};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What draining the stream in Lambda-sized batches cost.
+struct Drained {
+    batches: usize,
+    /// Per batch: (records, DynamoDB requests, milliseconds).
+    per_batch: Vec<(usize, usize, u128)>,
+    /// Requests by operation, over all batches.
+    by_operation: std::collections::BTreeMap<String, usize>,
+    total_ms: u128,
+}
+
+impl Drained {
+    fn slowest(&self) -> (usize, usize, u128) {
+        self.per_batch
+            .iter()
+            .copied()
+            .max_by_key(|(_, _, ms)| *ms)
+            .unwrap_or_default()
+    }
+    fn most_requests(&self) -> usize {
+        self.per_batch.iter().map(|(_, r, _)| *r).max().unwrap_or(0)
+    }
+    fn requests(&self) -> usize {
+        self.per_batch.iter().map(|(_, r, _)| *r).sum()
+    }
+}
+
+/// Reads the evidence stream until quiet, handing each batch of up to 100 records to the
+/// projector Lambda's handler, and measures each invocation.
+async fn drain_as_lambda(
+    env: &TestEnv,
+    stream: &mut feedsafe::local::StreamReader,
+    projector: &Projector,
+    counter: &RequestCounter,
+) -> Drained {
+    let started = Instant::now();
+    let mut drained = Drained {
+        batches: 0,
+        per_batch: Vec::new(),
+        by_operation: Default::default(),
+        total_ms: 0,
+    };
+    let mut quiet = 0;
+    while quiet < 3 {
+        let records = stream.poll().await.expect("poll stream");
+        if records.is_empty() {
+            quiet += 1;
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            continue;
+        }
+        quiet = 0;
+        for batch in records.chunks(100) {
+            counter.take();
+            let at = Instant::now();
+            let response = feedsafe::lambda::handle_stream_batch(
+                projector,
+                feedsafe::local::stream_event(batch),
+            )
+            .await;
+            assert!(
+                response.batch_item_failures.is_empty(),
+                "every batch is handled"
+            );
+            let counted = counter.take();
+            let requests: usize = counted.values().sum();
+            for (operation, n) in counted {
+                *drained.by_operation.entry(operation).or_default() += n;
+            }
+            drained.batches += 1;
+            drained
+                .per_batch
+                .push((batch.len(), requests, at.elapsed().as_millis()));
+        }
+    }
+    drained.total_ms = started.elapsed().as_millis();
+    let _ = env;
+    drained
+}
+
+/// A projector whose DynamoDB client counts every request.
+fn counted_projector(env: &TestEnv, counter: &RequestCounter) -> Projector {
+    let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+        env.clients
+            .dynamodb
+            .config()
+            .to_builder()
+            .interceptor(counter.clone())
+            .build(),
+    );
+    let evidence = Arc::new(feedsafe::aws::dynamo::DynamoEvidenceStore::new(
+        dynamodb.clone(),
+        &env.table,
+    ));
+    let projection = Arc::new(feedsafe::aws::projection_table::DynamoProjectionStore::new(
+        dynamodb,
+        env.projection_table(),
+    ));
+    Projector::new(evidence.clone(), projection, evidence)
+}
+
+fn rows_page(prefix: &str, from: usize, count: usize) -> Vec<serde_json::Value> {
+    (from..from + count)
+        .map(|i| {
+            offer(
+                &format!("{prefix}-{i:05}"),
+                1,
+                "1.00",
+                "2026-11-29T08:00:00Z",
+            )
+        })
+        .collect()
+}
+
+/// A bound on any one invocation: the inline budget, a few batched reads per 100 keys, and
+/// the bookkeeping of the batch's other records.
+const MAX_REQUESTS_PER_BATCH: usize = feedsafe::projection::INLINE_BUDGET as usize
+    + feedsafe::projection::INLINE_BUDGET as usize / 20
+    + 200;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_five_thousand_row_delivery_projects_in_bounded_stream_batches() {
+    let env = spawn_heavy_env(true, "bigdelivery").await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let mut stream = env.stream().await;
+    let rows = 5_000;
+    let body = export_page("EXP-5K", 1, 1, rows_page("BIG", 0, rows));
+    let at = Instant::now();
+    env.service_ingest(&env.service(), &plain_envelope(&acme, "EXP-5K", &body))
+        .await;
+    let ingest_ms = at.elapsed().as_millis();
+
+    let counter = RequestCounter::default();
+    let projector = counted_projector(&env, &counter);
+    let drained = drain_as_lambda(&env, &mut stream, &projector, &counter).await;
+    let (records, requests, ms) = drained.slowest();
+    println!(
+        "5,000-row delivery: ingest {ingest_ms} ms; projection {} ms over {} stream batches, \
+         {} DynamoDB requests ({:.2} per row: {:?}); slowest batch {ms} ms ({records} records, {requests} requests)",
+        drained.total_ms,
+        drained.batches,
+        drained.requests(),
+        drained.requests() as f64 / rows as f64,
+        drained.by_operation,
+    );
+
+    let projected = env.table_items(&env.projection_table()).await.len();
+    assert_eq!(projected, rows, "every row has its offer");
+    let query = env.query();
+    for i in [0, 2_499, 4_999] {
+        let offers = query
+            .offers(
+                &env.reader(),
+                &format!("BIG-{i:05}"),
+                None,
+                feedsafe::timestamp::Timestamp::now(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(offers["offers"].as_array().unwrap().len(), 1, "BIG-{i:05}");
+    }
+    assert!(
+        drained.most_requests() <= MAX_REQUESTS_PER_BATCH,
+        "no invocation does more than its budget: {} requests (bound {MAX_REQUESTS_PER_BATCH})",
+        drained.most_requests()
+    );
+    assert!(
+        drained.requests() <= rows * 13 / 10,
+        "reads are batched: {} requests for {rows} rows",
+        drained.requests()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fifty_page_run_published_on_completion_projects_in_bounded_stream_batches() {
+    let env = spawn_heavy_env(true, "bigrun").await;
+    let config = connector("acme-eu", "ACC-1", Publication::OnRunComplete);
+    env.seed(&config).await;
+    let mut stream = env.stream().await;
+    let (pages, per_page) = (50u32, 60usize);
+    let service = env.service();
+    for page in 1..=pages {
+        let body = export_page(
+            "EXP-RUN50",
+            page,
+            pages,
+            rows_page("RUN", (page as usize - 1) * per_page, per_page),
+        );
+        env.service_ingest(
+            &service,
+            &page_envelope(&config, "EXP-RUN50", page, pages, &body),
+        )
+        .await;
+    }
+    let counter = RequestCounter::default();
+    let projector = counted_projector(&env, &counter);
+    let drained = drain_as_lambda(&env, &mut stream, &projector, &counter).await;
+    let rows = pages as usize * per_page;
+    let (records, requests, ms) = drained.slowest();
+    println!(
+        "50-page on_run_complete run ({rows} rows): projection {} ms over {} stream batches, \
+         {} DynamoDB requests ({:.2} per row); slowest batch {ms} ms ({records} records, {requests} requests)",
+        drained.total_ms,
+        drained.batches,
+        drained.requests(),
+        drained.requests() as f64 / rows as f64,
+    );
+    let run = env.store.run("run-EXP-RUN50").await.unwrap().unwrap();
+    assert_eq!(run.status, Some(feedsafe::model::RunStatus::Complete));
+    let offers = env
+        .projection_store()
+        .offers(&config.tenant, "RUN-02999~each~new")
+        .await
+        .unwrap();
+    assert_eq!(offers.len(), 1, "the run's last row is current");
+    assert_eq!(env.table_items(&env.projection_table()).await.len(), rows);
+    assert!(
+        drained.most_requests() <= MAX_REQUESTS_PER_BATCH,
+        "no invocation does more than its budget: {} requests (bound {MAX_REQUESTS_PER_BATCH})",
+        drained.most_requests()
+    );
+}
