@@ -8,7 +8,9 @@
 
 use crate::connector::ConnectorConfig;
 use crate::ids::{ConnectorId, ObservationId, TenantId};
-use crate::model::{Observation, ReplayRecord, Run, RunPages, SourceQuarantine, SourceRef};
+use crate::model::{
+    CorrectionRules, Observation, ReplayRecord, Run, RunPages, SourceQuarantine, SourceRef,
+};
 use crate::ports::{Clock, StoreError};
 use crate::projection::{EvidenceReads, HistoryPage};
 use async_trait::async_trait;
@@ -75,6 +77,10 @@ impl EvidenceReads for LaggingIndex {
         source: &SourceRef,
     ) -> Result<Option<SourceQuarantine>, StoreError> {
         self.inner.source_quarantine(source).await
+    }
+
+    async fn correction_rules(&self, source: &SourceRef) -> Result<CorrectionRules, StoreError> {
+        self.inner.correction_rules(source).await
     }
 
     async fn observation(&self, id: &str) -> Result<Option<Observation>, StoreError> {

@@ -17,9 +17,9 @@ use crate::fingerprint::{CanonicalizationRule, Fingerprint};
 use crate::hashing::{base32_lower, base64_decode, hex, sha256};
 use crate::ids::{DeliveryKey, ObservationId, UNREADABLE_ENVELOPE_TENANT};
 use crate::model::{
-    CommitMarker, DedupConfidence, Observation, PriorEpoch, QuarantineEntry, QuarantineKind,
-    ReplayRecord, ReplayState, RunPageUpdate, CLAIM_SOURCE_REPORTED, QUARANTINE_OPEN,
-    ROWS_PER_TRANSACTION, VERIFICATION_UNVERIFIED,
+    CommitMarker, CorrectionRules, DedupConfidence, Observation, PriorEpoch, QuarantineEntry,
+    QuarantineKind, ReplayRecord, ReplayState, RunPageUpdate, SourceRef, CLAIM_SOURCE_REPORTED,
+    QUARANTINE_OPEN, ROWS_PER_TRANSACTION, VERIFICATION_UNVERIFIED,
 };
 use crate::normalize::{normalize, NormalizedRow};
 use crate::ports::{
@@ -178,6 +178,8 @@ struct Delivery {
     now: Timestamp,
     /// Per-attempt randomness for transaction tokens.
     nonce: u64,
+    /// The source's identity rules, read once, when observations are first built.
+    rules: tokio::sync::OnceCell<CorrectionRules>,
 }
 
 enum Step {
@@ -326,6 +328,7 @@ impl IngestService {
             rows,
             now: self.clock.now(),
             nonce: attempt_nonce(),
+            rules: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -559,7 +562,8 @@ impl IngestService {
                 (None, None) => None,
             },
         };
-        let observations = self.observations(&record, &d.rows, &d.connector, d.now);
+        let rules = self.rules(d).await?;
+        let observations = self.observations(&record, &d.rows, &d.connector, rules, d.now);
         let chunk = ChunkWrite {
             token: transaction_token(&record, 0, d.nonce),
             replay: ReplayAction::Create {
@@ -600,7 +604,8 @@ impl IngestService {
     /// Writes the chunks a `PENDING` record still lacks; the last one commits the delivery.
     async fn resume(&self, d: &Delivery, mut record: ReplayRecord) -> Result<Step, IngestError> {
         let rows = self.rows_for(d, &record)?;
-        let observations = self.observations(&record, &rows, &d.connector, d.now);
+        let rules = self.rules(d).await?;
+        let observations = self.observations(&record, &rows, &d.connector, rules, d.now);
         let plan = chunk_plan(rows.len());
         if plan.len() as u32 != record.chunks_total {
             return Err(StoreError::Invariant(format!(
@@ -693,26 +698,49 @@ impl IngestService {
         Ok(rows)
     }
 
-    /// The observations of `rows` under `record`. A row observed more than the connector's
-    /// clock-skew tolerance after its retrieval is flagged `future_dated` (kept, never current).
+    /// The identity rules of the delivery's source (read on first use, then kept for the attempt).
+    async fn rules<'d>(&self, d: &'d Delivery) -> Result<&'d CorrectionRules, IngestError> {
+        let source = SourceRef {
+            tenant: d.key.tenant.clone(),
+            connector: d.key.connector.clone(),
+            source_account: d.key.source_account.clone(),
+        };
+        Ok(d.rules
+            .get_or_try_init(|| self.store.correction_rules(&source))
+            .await?)
+    }
+
+    /// The observations of `rows` under `record`. Each row is attributed to the item the
+    /// source's identity rules give it (the observation then carries the correction's id; the
+    /// row's own item stays in `normalized_item`, its sku in `source_record`). A row observed
+    /// more than the connector's clock-skew tolerance after its retrieval is flagged
+    /// `future_dated` (kept, never current).
     fn observations(
         &self,
         record: &ReplayRecord,
         rows: &[NormalizedRow],
         connector: &ConnectorConfig,
+        rules: &CorrectionRules,
         now: Timestamp,
     ) -> Vec<Observation> {
         let latest_plausible = record
             .retrieved_at
             .plus_seconds(i64::from(connector.clock_skew_seconds));
+        let attributed = |row: &NormalizedRow| match rules.rule_for(&row.item.key()) {
+            Some(rule) if rule.to_item != row.item => {
+                (rule.to_item.clone(), Some(rule.correction_id.clone()))
+            }
+            _ => (row.item.clone(), None),
+        };
         rows.iter()
             .zip(&record.observation_ids)
             .enumerate()
-            .map(|(index, (row, id))| Observation {
+            .map(|(index, (row, id))| (index, row, id, attributed(row)))
+            .map(|(index, row, id, (item, correction_id))| Observation {
                 observation_id: id.clone(),
                 tenant: record.tenant.clone(),
-                item: row.item.key(),
-                canonical_item: row.item.clone(),
+                item: item.key(),
+                canonical_item: item,
                 connector: record.connector.clone(),
                 source_account: record.source_account.clone(),
                 source_record: row.source_record.clone(),
@@ -735,7 +763,7 @@ impl IngestService {
                 verification: VERIFICATION_UNVERIFIED.to_owned(),
                 superseded_by: None,
                 supersedes: None,
-                correction_id: None,
+                correction_id,
                 normalized_item: Some(row.item.key()),
                 recorded_at: Some(now),
                 future_dated: row.observed_at > latest_plausible,
@@ -922,7 +950,7 @@ fn transaction_token(record: &ReplayRecord, chunk: u32, attempt_nonce: u64) -> S
 }
 
 /// A random value per attempt (std's per-instance randomly keyed hasher).
-fn attempt_nonce() -> u64 {
+pub(crate) fn attempt_nonce() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(

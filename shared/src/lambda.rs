@@ -232,7 +232,12 @@ pub fn principal_from_apigw(
     if let Some(scope) = jwt.claims.get("scope") {
         scopes.extend(scope.split(' ').map(str::to_owned));
     }
-    Some(crate::query::Principal { tenant, scopes })
+    let subject = jwt.claims.get("sub").cloned();
+    Some(crate::query::Principal {
+        tenant,
+        scopes,
+        subject,
+    })
 }
 
 /// The query function: API Gateway HTTP API (payload 2.0) -> read routes -> JSON.

@@ -5,6 +5,7 @@ pub mod aws;
 pub mod canonical_json;
 pub mod config;
 pub mod connector;
+pub mod corrections;
 pub mod currency;
 pub mod drops;
 pub mod envelope;

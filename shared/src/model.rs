@@ -388,26 +388,144 @@ impl RunPages {
     }
 }
 
-/// An operator's exclusion of a source from the current projection. History keeps everything.
+/// The current state of a source's quarantine (`SRCQ#{tenant}#{connector}#{account}` /
+/// `SRCQ`): whether it is excluded from the current projection now. Every change to it is an
+/// append-only `SourceQuarantineEvent` written in the same transaction; this item is only the
+/// pointer the projector and readers consult. History keeps everything the source said.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceQuarantine {
     pub source: SourceRef,
     pub active: bool,
+    /// The reason of the event that set the current state.
     pub reason: String,
+    /// When the current state began.
     pub created_at: Timestamp,
+    /// The event that set the current state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
 }
 
-/// An operator's statement that a source's part was mis-identified: rows whose `source_record`
-/// is `source_part` from this source belong to `corrected_item`.
+/// `set` or `lift` of a source quarantine, by whom and why. Append-only (`SRCQ#…` /
+/// `EVENT#{at}#{event_id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceQuarantineEvent {
+    pub event_id: String,
+    pub source: SourceRef,
+    /// `set` or `lift`.
+    pub action: String,
+    pub reason: String,
+    /// The operator (the token's subject), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    pub at: Timestamp,
+}
+
+/// What an identity correction does to the source's part `from_item`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CorrectionKind {
+    /// Rows normalized to `from_item` belong to `to_item`.
+    Correct,
+    /// The previous correction of `from_item` is withdrawn: its rows belong to `from_item` again.
+    Withdraw,
+}
+
+/// An operator's statement that a source's part was mis-identified: rows from `source` that
+/// normalized to `from_item` belong to `to_item` (for a withdrawal, to `from_item` again). The
+/// record is append-only (`CORR#{id}` / `CORR`); the observations it superseded are listed by
+/// their own records (`CORR#{id}` / `SUP#{old observation id}`), written in the same
+/// transaction as each supersession, so an interrupted correction's record is never rewritten
+/// and a resumed one adds exactly what is missing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdentityCorrection {
     pub correction_id: String,
+    pub kind: CorrectionKind,
     pub source: SourceRef,
-    pub source_part: String,
+    /// The item key the rows normalized to (the part as the source named it).
     pub from_item: String,
     pub to_item: CanonicalItem,
+    /// The correction this one replaces as the rule for `from_item`, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
     pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
     pub created_at: Timestamp,
+}
+
+/// One observation an identity correction re-attributed (`CORR#{id}` / `SUP#{old}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SupersessionRecord {
+    pub correction_id: String,
+    pub superseded: ObservationId,
+    pub superseded_by: ObservationId,
+    pub at: Timestamp,
+}
+
+/// One pass of a correction over the evidence (`CORR#{id}` / `SWEEP#{at}`), append-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepRecord {
+    pub correction_id: String,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+    /// Observations found that still needed re-attribution, and those this pass re-attributed.
+    pub found: u32,
+    pub superseded: u32,
+}
+
+/// The rule in force for one part of a source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorrectionRule {
+    pub to_item: CanonicalItem,
+    pub correction_id: String,
+    pub since: Timestamp,
+}
+
+/// The identity rules in force for one source (`CRULES#{tenant}#{connector}#{account}` /
+/// `RULES`), keyed by the normalized item key they apply to. Ingest attributes new rows by
+/// them; the projector and the read path never show a claim the rules attribute elsewhere.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorrectionRules {
     #[serde(default)]
-    pub superseded_observations: Vec<ObservationId>,
+    pub rules: std::collections::BTreeMap<String, CorrectionRule>,
+    /// Bumped by every change; changes are conditional on it.
+    #[serde(default)]
+    pub version: u64,
+}
+
+impl CorrectionRules {
+    /// The rule for rows normalized to `normalized_item`, if one is in force.
+    pub fn rule_for(&self, normalized_item: &str) -> Option<&CorrectionRule> {
+        self.rules.get(normalized_item)
+    }
+
+    /// The item a row normalized to `normalized_item` belongs to under these rules.
+    pub fn target(&self, normalized_item: &str) -> String {
+        self.rule_for(normalized_item)
+            .map_or_else(|| normalized_item.to_owned(), |r| r.to_item.key())
+    }
+
+    /// Whether `observation` is attributed to the item the rules give it.
+    pub fn attributes(&self, observation: &Observation) -> bool {
+        self.target(observation.normalized_item()) == observation.item
+    }
+}
+
+impl Observation {
+    /// The copy of this observation that re-attributes it to `to` under `correction_id`: same
+    /// evidence (delivery, artifact, row, claim), the corrected item, a new id derived from
+    /// (this id, correction id), and a link back. This observation is then marked superseded.
+    pub fn reattributed(&self, to: &CanonicalItem, correction_id: &str, at: Timestamp) -> Self {
+        Self {
+            observation_id: ObservationId::derive_superseding(&self.observation_id, correction_id),
+            item: to.key(),
+            canonical_item: to.clone(),
+            supersedes: Some(self.observation_id.clone()),
+            correction_id: Some(correction_id.to_owned()),
+            superseded_by: None,
+            normalized_item: Some(self.normalized_item().to_owned()),
+            recorded_at: Some(at),
+            ..self.clone()
+        }
+    }
 }

@@ -1,137 +1,130 @@
-//! Operator actions with projection effects. Each writes evidence only by appending (new
-//! records, supersession markers); the raw archive is never touched. The projector picks the
-//! changes up from the stream.
+//! Source quarantines (DESIGN.md section 6): an operator excludes a (connector, source account)
+//! from the current projection, or lifts that exclusion. Each set and each lift is its own
+//! append-only record (who, why, when), written in one transaction with the state readers
+//! consult; the projector picks the change up from the stream and marks (or unmarks) the
+//! source's rows. History keeps everything the source said. Identity corrections are in
+//! `crate::corrections`.
 
 use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::hashing::{base32_lower, sha256};
-use crate::ids::ObservationId;
-use crate::item::CanonicalItem;
-use crate::model::{IdentityCorrection, Observation, SourceQuarantine, SourceRef};
+use crate::model::{SourceQuarantine, SourceQuarantineEvent, SourceRef};
 use crate::ports::StoreError;
 use crate::projection::EvidenceReads;
 use crate::timestamp::Timestamp;
+use serde::Serialize;
 use tracing::info;
-
-#[derive(Debug, Clone)]
-pub struct CorrectionRequest {
-    pub source: SourceRef,
-    /// The item the rows were normalized to, e.g. `AX-440` (or its full key).
-    pub from_item: String,
-    pub to_item: CanonicalItem,
-    pub reason: String,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperationError {
     #[error("{0}")]
     Invalid(String),
+    /// The source is already quarantined (set) or is not (lift).
+    #[error("{message}")]
+    State { code: &'static str, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-/// Re-maps every observation of `request.source` under `from_item` to `to_item`: each gets a
-/// superseding observation (same evidence, corrected identity) and is marked superseded.
-/// Idempotent: running it again supersedes nothing twice.
-pub async fn correct_identity(
-    store: &DynamoEvidenceStore,
-    request: &CorrectionRequest,
-    now: Timestamp,
-) -> Result<IdentityCorrection, OperationError> {
-    let from = CanonicalItem::parse_key(&request.from_item)
-        .map_err(|e| OperationError::Invalid(format!("from_item: {e}")))?
-        .key();
-    if from == request.to_item.key() {
-        return Err(OperationError::Invalid(
-            "from_item and to_item are the same item".into(),
-        ));
+/// A source's quarantine state and every set and lift of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceQuarantineView {
+    pub source: SourceRef,
+    pub active: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
+    pub events: Vec<SourceQuarantineEvent>,
+}
+
+fn event(
+    source: &SourceRef,
+    action: &str,
+    reason: &str,
+    actor: Option<String>,
+    at: Timestamp,
+) -> Result<SourceQuarantineEvent, OperationError> {
+    if reason.trim().is_empty() {
+        return Err(OperationError::Invalid("a reason is required".into()));
     }
-    let correction_id = format!(
-        "corr_{}",
+    let event_id = format!(
+        "sq_{}",
         base32_lower(
             &sha256(
                 format!(
-                    "{}\n{}\n{}\n{}\n{}",
-                    request.source.tenant,
-                    request.source.connector,
-                    request.source.source_account,
-                    from,
-                    request.to_item.key()
+                    "{}\n{}\n{}\n{action}\n{}\n{}",
+                    source.tenant,
+                    source.connector,
+                    source.source_account,
+                    at.to_rfc3339(),
+                    crate::ingest::attempt_nonce()
                 )
                 .as_bytes()
-            )[..16]
+            )[..12]
         )
     );
-    let mut affected: Vec<Observation> = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let page = store
-            .item_history(&request.source.tenant, &from, cursor.as_deref(), 100)
-            .await?;
-        affected.extend(
-            page.observations
-                .into_iter()
-                .filter(|o| o.source() == request.source),
-        );
-        match page.next {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
-    let mut superseded: Vec<ObservationId> = Vec::new();
-    for indexed in affected {
-        let Some(old) = store.observation(indexed.observation_id.as_str()).await? else {
-            continue;
-        };
-        if old.superseded_by.is_some() {
-            continue;
-        }
-        let new = Observation {
-            observation_id: ObservationId::derive_superseding(&old.observation_id, &correction_id),
-            item: request.to_item.key(),
-            canonical_item: request.to_item.clone(),
-            supersedes: Some(old.observation_id.clone()),
-            correction_id: Some(correction_id.clone()),
-            superseded_by: None,
-            normalized_item: Some(old.normalized_item().to_owned()),
-            recorded_at: Some(now),
-            ..old.clone()
-        };
-        if store.supersede(&old, &new).await? {
-            superseded.push(old.observation_id.clone());
-        }
-    }
-    let correction = IdentityCorrection {
-        correction_id,
-        source: request.source.clone(),
-        source_part: from.clone(),
-        from_item: from,
-        to_item: request.to_item.clone(),
-        reason: request.reason.clone(),
-        created_at: now,
-        superseded_observations: superseded,
-    };
-    store.put_correction(&correction).await?;
-    info!(correction = %correction.correction_id, superseded = correction.superseded_observations.len(), "identity corrected");
-    Ok(correction)
+    Ok(SourceQuarantineEvent {
+        event_id,
+        source: source.clone(),
+        action: action.to_owned(),
+        reason: reason.to_owned(),
+        actor,
+        at,
+    })
 }
 
-/// Excludes a source from the current projection; history keeps everything it said.
+/// Excludes a source from the current projection; refused while it is already excluded.
 pub async fn quarantine_source(
     store: &DynamoEvidenceStore,
     source: &SourceRef,
     reason: &str,
+    actor: Option<String>,
     now: Timestamp,
-) -> Result<SourceQuarantine, OperationError> {
-    if reason.trim().is_empty() {
-        return Err(OperationError::Invalid("a reason is required".into()));
+) -> Result<SourceQuarantineView, OperationError> {
+    let event = event(source, "set", reason, actor, now)?;
+    if !store.set_source_quarantine(&event).await? {
+        return Err(OperationError::State {
+            code: "already_quarantined",
+            message: format!(
+                "{}/{} is already quarantined; lift it first to change why",
+                source.connector, source.source_account
+            ),
+        });
     }
-    let quarantine = SourceQuarantine {
+    info!(connector = %source.connector, account = %source.source_account, event = %event.event_id, "source quarantined");
+    source_quarantine_view(store, source).await
+}
+
+/// Lifts a source's quarantine: its eligible claims become current again through the projector.
+pub async fn lift_source_quarantine(
+    store: &DynamoEvidenceStore,
+    source: &SourceRef,
+    reason: &str,
+    actor: Option<String>,
+    now: Timestamp,
+) -> Result<SourceQuarantineView, OperationError> {
+    let event = event(source, "lift", reason, actor, now)?;
+    if !store.lift_source_quarantine(&event).await? {
+        return Err(OperationError::State {
+            code: "not_quarantined",
+            message: format!(
+                "{}/{} is not quarantined",
+                source.connector, source.source_account
+            ),
+        });
+    }
+    info!(connector = %source.connector, account = %source.source_account, event = %event.event_id, "source quarantine lifted");
+    source_quarantine_view(store, source).await
+}
+
+pub async fn source_quarantine_view(
+    store: &DynamoEvidenceStore,
+    source: &SourceRef,
+) -> Result<SourceQuarantineView, OperationError> {
+    let state: Option<SourceQuarantine> = EvidenceReads::source_quarantine(store, source).await?;
+    let events = store.source_quarantine_events(source).await?;
+    Ok(SourceQuarantineView {
         source: source.clone(),
-        active: true,
-        reason: reason.to_owned(),
-        created_at: now,
-    };
-    store.put_source_quarantine(&quarantine).await?;
-    info!(connector = %source.connector, account = %source.source_account, "source quarantined");
-    Ok(quarantine)
+        active: state.as_ref().is_some_and(|s| s.active),
+        since: state.map(|s| s.created_at),
+        events,
+    })
 }

@@ -16,9 +16,16 @@
 //! | `GET /v1/quarantine/{id}` | the entry, its resolution, and for a mismatch a payload diff |
 //! | `GET /v1/quarantine/{id}/artifact` | presigned link to the quarantined evidence |
 //! | `POST /v1/quarantine/{id}/resolve` | `reject`, or `accept_as_new_delivery` under a stated id |
-//! | `POST /v1/identity-corrections` | `operations::correct_identity` (201) |
-//! | `POST /v1/source-quarantines` | `operations::quarantine_source` (201) |
+//! | `POST /v1/identity-corrections` | `corrections::CorrectionService::correct` (201; 200 when already in force) |
+//! | `GET /v1/identity-corrections/{id}` | the correction, whether in force, what it re-attributed |
+//! | `POST /v1/identity-corrections/{id}/withdraw` | a withdrawal: a new record (201) |
+//! | `POST /v1/source-quarantines` | `operations::quarantine_source` (201; 409 `already_quarantined`) |
+//! | `GET /v1/source-quarantines/{connector}` | the state and every set and lift |
+//! | `POST /v1/source-quarantines/{connector}/lift` | `operations::lift_source_quarantine` (200; 409 `not_quarantined`) |
 //! | `POST /v1/connectors/{id}/runs` | `PullService::run_connector` (202) |
+//!
+//! Operator records are append-only: each resolution step, each correction and each source
+//! quarantine set or lift is its own record, never rewritten (`aws/corrections.rs`).
 //!
 //! Resolving never rewrites evidence: a rejected entry only changes `status`; an accepted one
 //! becomes a *new* delivery under the operator's stated identity (basis `operator`) whose body
@@ -28,6 +35,7 @@
 use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::aws::s3::S3ArtifactStore;
 use crate::canonical_json::{parse_document, JsonValue};
+use crate::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
 use crate::envelope::{BodyRef, DeliveryEnvelope, DeliveryIdentity, ENVELOPE_VERSION};
 use crate::hashing::base64_decode;
 use crate::http::HttpResponse;
@@ -38,7 +46,9 @@ use crate::ids::{
 use crate::intake::DeliveryQueue;
 use crate::item::CanonicalItem;
 use crate::model::{QuarantineEntry, QuarantineKind, SourceRef, QUARANTINE_OPEN};
-use crate::operations::{correct_identity, quarantine_source, CorrectionRequest, OperationError};
+use crate::operations::{
+    lift_source_quarantine, quarantine_source, source_quarantine_view, OperationError,
+};
 use crate::poller::{PullError, PullService};
 use crate::ports::{ArtifactError, ArtifactStore, Clock, ConnectorDirectory, StoreError};
 use crate::projection::EvidenceReads;
@@ -104,6 +114,26 @@ pub struct QuarantineResolution {
     pub resolved_at: Option<Timestamp>,
 }
 
+/// One operator action on a quarantine entry (`QUAR#{id}` / `RES#{at}#{action}`), append-only:
+/// `rejected`, `accept_requested` (the entry is claimed and its payload is being enqueued as a
+/// new delivery) and `accepted` (the new delivery is on the ingest queue).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolutionEvent {
+    pub action: String,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_delivery_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    pub at: Timestamp,
+}
+
+pub const EVENT_REJECTED: &str = "rejected";
+pub const EVENT_ACCEPT_REQUESTED: &str = "accept_requested";
+pub const EVENT_ACCEPTED: &str = "accepted";
+
 /// What an ops route answers when it does not succeed. Only `Unavailable` carries internals,
 /// and those are logged, never returned.
 #[derive(Debug)]
@@ -112,6 +142,8 @@ enum OpsError {
     UnknownConnector(String),
     Invalid(String),
     AlreadyResolved(String),
+    /// The request conflicts with the current state (a stable code, HTTP 409).
+    Conflict(&'static str, String),
     SupplierUnavailable(String),
     Unavailable {
         public: &'static str,
@@ -142,6 +174,7 @@ impl OpsError {
             Self::UnknownConnector(m) => HttpResponse::error(404, "unknown_connector", &m),
             Self::Invalid(m) => HttpResponse::error(400, "invalid_request", &m),
             Self::AlreadyResolved(m) => HttpResponse::error(409, "already_resolved", &m),
+            Self::Conflict(code, m) => HttpResponse::error(409, code, &m),
             Self::SupplierUnavailable(m) => HttpResponse::error(502, "supplier_unavailable", &m),
             Self::Unavailable { public, internal } => {
                 error!(error = %internal, "ops request failed");
@@ -236,6 +269,7 @@ pub struct OpsService {
     queue: Arc<dyn DeliveryQueue>,
     pull: Option<Arc<PullService>>,
     clock: Arc<dyn Clock>,
+    corrections: CorrectionService,
 }
 
 #[derive(Deserialize)]
@@ -271,6 +305,20 @@ struct CorrectionBody {
     source_account: Option<String>,
     from_item: String,
     to_item: ItemSpec,
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReasonBody {
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LiftBody {
+    #[serde(default)]
+    source_account: Option<String>,
     reason: String,
 }
 
@@ -315,6 +363,27 @@ fn entry_json(entry: &QuarantineEntry, resolution: Option<&QuarantineResolution>
     value
 }
 
+/// An entry with its append-only resolution history. The entry's `resolution` holds the first
+/// decision as it was requested; when it was carried out is in the history.
+fn entry_with_history(
+    entry: &QuarantineEntry,
+    resolution: Option<&QuarantineResolution>,
+    history: &[ResolutionEvent],
+) -> Value {
+    let mut value = entry_json(entry, resolution);
+    if let (Some(done), Some(r)) = (
+        history
+            .iter()
+            .rev()
+            .find(|e| e.action == EVENT_ACCEPTED || e.action == EVENT_REJECTED),
+        value.get_mut("resolution").filter(|r| r.is_object()),
+    ) {
+        r["resolved_at"] = json!(done.at);
+    }
+    value["resolutions"] = to_json(&history);
+    value
+}
+
 impl OpsService {
     /// `pull` is `None` where no export source is wired; `POST /v1/connectors/{id}/runs` then
     /// answers 503.
@@ -325,13 +394,27 @@ impl OpsService {
         pull: Option<Arc<PullService>>,
         clock: Arc<dyn Clock>,
     ) -> Self {
+        let corrections = CorrectionService::new(
+            evidence.clone(),
+            evidence.clone(),
+            evidence.clone(),
+            clock.clone(),
+            Arc::new(crate::ports::NoFaults),
+        );
         Self {
             evidence,
             archive,
             queue,
             pull,
             clock,
+            corrections,
         }
+    }
+
+    /// The same service with another corrections service (tests: a lagging index, a crash).
+    pub fn with_corrections(mut self, corrections: CorrectionService) -> Self {
+        self.corrections = corrections;
+        self
     }
 
     /// The tenant's connector, or `unknown_connector` (another tenant's answers the same).
@@ -549,7 +632,8 @@ impl OpsService {
     /// between the stored payload and the quarantined one.
     async fn quarantine_show(&self, principal: &Principal, id: &str) -> OpsResult {
         let (entry, resolution) = self.entry(principal, id).await?;
-        let mut body = entry_json(&entry, resolution.as_ref());
+        let history = self.evidence.quarantine_resolutions(id).await?;
+        let mut body = entry_with_history(&entry, resolution.as_ref(), &history);
         if entry.kind == QuarantineKind::Mismatch {
             body["diff"] = self.mismatch_diff(&entry).await;
         }
@@ -601,7 +685,7 @@ impl OpsService {
                         "delivery_id belongs to accept_as_new_delivery".into(),
                     ));
                 }
-                self.reject(&entry, reason).await
+                self.reject(&entry, reason, actor_of(principal)).await
             }
             ACTION_ACCEPT => {
                 let Some(delivery_id) = request.delivery_id else {
@@ -609,7 +693,14 @@ impl OpsService {
                         "accept_as_new_delivery needs delivery_id: the identity the payload is stored under".into(),
                     ));
                 };
-                self.accept(&entry, resolution, &delivery_id, reason).await
+                self.accept(
+                    &entry,
+                    resolution,
+                    &delivery_id,
+                    reason,
+                    actor_of(principal),
+                )
+                .await
             }
             other => Err(OpsError::Invalid(format!(
                 "action {other:?} is not reject or accept_as_new_delivery"
@@ -633,18 +724,31 @@ impl OpsService {
             .unwrap_or_else(|| "gone".into()))
     }
 
-    async fn reject(&self, entry: &QuarantineEntry, reason: String) -> OpsResult {
+    async fn reject(
+        &self,
+        entry: &QuarantineEntry,
+        reason: String,
+        actor: Option<String>,
+    ) -> OpsResult {
         if entry.status != STATUS_OPEN {
             return Err(Self::already_resolved(entry, &entry.status));
         }
         let now = self.clock.now();
         let resolution = QuarantineResolution {
             action: ACTION_REJECT.into(),
-            reason,
+            reason: reason.clone(),
             delivery_id: None,
             new_delivery_key: None,
             requested_at: now,
             resolved_at: Some(now),
+        };
+        let event = ResolutionEvent {
+            action: EVENT_REJECTED.into(),
+            reason,
+            delivery_id: None,
+            new_delivery_key: None,
+            actor,
+            at: now,
         };
         if !self
             .evidence
@@ -653,6 +757,9 @@ impl OpsService {
                 STATUS_OPEN,
                 STATUS_REJECTED,
                 Some(&resolution),
+                &event,
+                now,
+                EVENT_REJECTED,
             )
             .await?
         {
@@ -662,7 +769,7 @@ impl OpsService {
         info!(quarantine_id = %entry.quarantine_id, "quarantine entry rejected");
         Ok((
             200,
-            json!({"quarantine_id": entry.quarantine_id, "status": STATUS_REJECTED, "resolution": resolution}),
+            json!({"quarantine_id": entry.quarantine_id, "status": STATUS_REJECTED, "resolution": resolution, "event": event}),
         ))
     }
 
@@ -672,6 +779,7 @@ impl OpsService {
         existing: Option<QuarantineResolution>,
         delivery_id: &str,
         reason: String,
+        actor: Option<String>,
     ) -> OpsResult {
         if entry.kind != QuarantineKind::Mismatch {
             return Err(OpsError::Invalid(
@@ -743,19 +851,31 @@ impl OpsService {
                 resolved_at: None,
             },
         };
-        if entry.status == STATUS_OPEN
-            && !self
+        if entry.status == STATUS_OPEN {
+            let event = ResolutionEvent {
+                action: EVENT_ACCEPT_REQUESTED.into(),
+                reason: resolution.reason.clone(),
+                delivery_id: resolution.delivery_id.clone(),
+                new_delivery_key: resolution.new_delivery_key.clone(),
+                actor: actor.clone(),
+                at: now,
+            };
+            if !self
                 .evidence
                 .resolve_quarantine(
                     &entry.quarantine_id,
                     STATUS_OPEN,
                     STATUS_ACCEPTING,
                     Some(&resolution),
+                    &event,
+                    now,
+                    EVENT_ACCEPT_REQUESTED,
                 )
                 .await?
-        {
-            let status = self.current_status(&entry.quarantine_id).await?;
-            return Err(Self::already_resolved(entry, &status));
+            {
+                let status = self.current_status(&entry.quarantine_id).await?;
+                return Err(Self::already_resolved(entry, &status));
+            }
         }
         let content_type = object
             .content_type
@@ -789,14 +909,25 @@ impl OpsService {
                 public: "the ingest queue is unavailable; retry the same resolve request",
                 internal: e.to_string(),
             })?;
-        resolution.resolved_at = Some(self.clock.now());
+        let accepted_at = self.clock.now();
+        let event = ResolutionEvent {
+            action: EVENT_ACCEPTED.into(),
+            reason: resolution.reason.clone(),
+            delivery_id: resolution.delivery_id.clone(),
+            new_delivery_key: resolution.new_delivery_key.clone(),
+            actor,
+            at: accepted_at,
+        };
         if !self
             .evidence
-            .resolve_quarantine(
+            .resolve_quarantine::<QuarantineResolution, ResolutionEvent>(
                 &entry.quarantine_id,
                 STATUS_ACCEPTING,
                 STATUS_ACCEPTED,
-                Some(&resolution),
+                None,
+                &event,
+                accepted_at,
+                EVENT_ACCEPTED,
             )
             .await?
         {
@@ -806,6 +937,7 @@ impl OpsService {
                 return Err(Self::already_resolved(entry, &status));
             }
         }
+        resolution.resolved_at = Some(accepted_at);
         info!(quarantine_id = %entry.quarantine_id, new_delivery_key = %new_key_text, "quarantined payload accepted as a new delivery");
         Ok((
             200,
@@ -845,7 +977,8 @@ impl OpsService {
         })
     }
 
-    /// `POST /v1/identity-corrections`.
+    /// `POST /v1/identity-corrections`: 201 when recorded, 200 when the same correction was
+    /// already in force (it is run again to completion; its record is never rewritten).
     async fn identity_correction(&self, principal: &Principal, body: &[u8]) -> OpsResult {
         let request: CorrectionBody = parse_body(body)?;
         let reason = reason_of(&request.reason)?;
@@ -866,19 +999,58 @@ impl OpsService {
             ),
         }
         .map_err(|e| OpsError::Invalid(format!("to_item: {e}")))?;
-        let correction = correct_identity(
-            &self.evidence,
-            &CorrectionRequest {
+        let (view, recorded) = self
+            .corrections
+            .correct(&CorrectionRequest {
                 source,
                 from_item: request.from_item,
                 to_item,
                 reason,
-            },
-            self.clock.now(),
-        )
-        .await
-        .map_err(operation_error)?;
-        Ok((201, to_json(&correction)))
+                actor: actor_of(principal),
+            })
+            .await
+            .map_err(correction_error)?;
+        Ok((if recorded { 201 } else { 200 }, to_json(&view)))
+    }
+
+    /// The correction `id` if it belongs to the caller's tenant.
+    async fn tenant_correction(
+        &self,
+        principal: &Principal,
+        id: &str,
+    ) -> Result<crate::corrections::CorrectionView, OpsError> {
+        let not_found = || OpsError::NotFound(format!("correction {id} not found"));
+        if !id.starts_with("corr_")
+            || id.len() > 64
+            || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(not_found());
+        }
+        match self.corrections.view(id).await {
+            Ok(view) if view.correction.source.tenant == principal.tenant => Ok(view),
+            Ok(_) | Err(CorrectionError::NotFound(_)) => Err(not_found()),
+            Err(e) => Err(correction_error(e)),
+        }
+    }
+
+    /// `GET /v1/identity-corrections/{id}`: the record, whether it is in force (or what
+    /// replaced it), every observation it re-attributed and every sweep.
+    async fn correction_show(&self, principal: &Principal, id: &str) -> OpsResult {
+        Ok((200, to_json(&self.tenant_correction(principal, id).await?)))
+    }
+
+    /// `POST /v1/identity-corrections/{id}/withdraw`: a new record; the part's rows belong to
+    /// the part again.
+    async fn correction_withdraw(&self, principal: &Principal, id: &str, body: &[u8]) -> OpsResult {
+        let request: ReasonBody = parse_body(body)?;
+        let reason = reason_of(&request.reason)?;
+        self.tenant_correction(principal, id).await?;
+        let (view, recorded) = self
+            .corrections
+            .withdraw(id, &reason, actor_of(principal))
+            .await
+            .map_err(correction_error)?;
+        Ok((if recorded { 201 } else { 200 }, to_json(&view)))
     }
 
     /// `POST /v1/source-quarantines`.
@@ -887,10 +1059,55 @@ impl OpsService {
         let reason = reason_of(&request.reason)?;
         let config = self.tenant_connector(principal, &request.connector).await?;
         let source = Self::source_of(principal, &config, request.source_account.as_deref())?;
-        let quarantine = quarantine_source(&self.evidence, &source, &reason, self.clock.now())
+        let view = quarantine_source(
+            &self.evidence,
+            &source,
+            &reason,
+            actor_of(principal),
+            self.clock.now(),
+        )
+        .await
+        .map_err(operation_error)?;
+        Ok((201, to_json(&view)))
+    }
+
+    /// `POST /v1/source-quarantines/{connector}/lift`.
+    async fn source_quarantine_lift(
+        &self,
+        principal: &Principal,
+        connector: &str,
+        body: &[u8],
+    ) -> OpsResult {
+        let request: LiftBody = parse_body(body)?;
+        let reason = reason_of(&request.reason)?;
+        let config = self.tenant_connector(principal, connector).await?;
+        let source = Self::source_of(principal, &config, request.source_account.as_deref())?;
+        let view = lift_source_quarantine(
+            &self.evidence,
+            &source,
+            &reason,
+            actor_of(principal),
+            self.clock.now(),
+        )
+        .await
+        .map_err(operation_error)?;
+        Ok((200, to_json(&view)))
+    }
+
+    /// `GET /v1/source-quarantines/{connector}[?source_account=...]`: the state and every set
+    /// and lift.
+    async fn source_quarantine_show(
+        &self,
+        principal: &Principal,
+        connector: &str,
+        account: Option<&str>,
+    ) -> OpsResult {
+        let config = self.tenant_connector(principal, connector).await?;
+        let source = Self::source_of(principal, &config, account)?;
+        let view = source_quarantine_view(&self.evidence, &source)
             .await
             .map_err(operation_error)?;
-        Ok((201, to_json(&quarantine)))
+        Ok((200, to_json(&view)))
     }
 
     /// `POST /v1/connectors/{id}/runs`: ingestion authority, operators only.
@@ -931,8 +1148,27 @@ impl OpsService {
 fn operation_error(e: OperationError) -> OpsError {
     match e {
         OperationError::Invalid(m) => OpsError::Invalid(m),
+        OperationError::State { code, message } => OpsError::Conflict(code, message),
         OperationError::Store(e) => e.into(),
     }
+}
+
+fn correction_error(e: CorrectionError) -> OpsError {
+    match e {
+        CorrectionError::Invalid(m) => OpsError::Invalid(m),
+        CorrectionError::NotFound(m) => OpsError::NotFound(m),
+        CorrectionError::Conflict(m) => OpsError::Conflict("correction_conflict", m),
+        CorrectionError::Store(e) => e.into(),
+        e @ CorrectionError::InjectedCrash(_) => OpsError::Unavailable {
+            public: "the correction stopped before it finished; send the same request again to complete it",
+            internal: e.to_string(),
+        },
+    }
+}
+
+/// The operator named in the audit records: the token's subject, when the authorizer gives one.
+fn actor_of(principal: &Principal) -> Option<String> {
+    principal.subject.clone()
 }
 
 /// `{tenant}/{connector}/{account}/{source delivery id}` (the id may itself contain `/`).
@@ -1005,8 +1241,30 @@ pub async fn handle_ops(service: &OpsService, request: OpsRequest) -> HttpRespon
             ("POST", ["v1", "identity-corrections"]) => {
                 service.identity_correction(principal, &request.body).await
             }
+            ("GET", ["v1", "identity-corrections", id]) => {
+                service.correction_show(principal, id).await
+            }
+            ("POST", ["v1", "identity-corrections", id, "withdraw"]) => {
+                service
+                    .correction_withdraw(principal, id, &request.body)
+                    .await
+            }
             ("POST", ["v1", "source-quarantines"]) => {
                 service.source_quarantine(principal, &request.body).await
+            }
+            ("POST", ["v1", "source-quarantines", connector, "lift"]) => {
+                service
+                    .source_quarantine_lift(principal, connector, &request.body)
+                    .await
+            }
+            ("GET", ["v1", "source-quarantines", connector]) => {
+                service
+                    .source_quarantine_show(
+                        principal,
+                        connector,
+                        request.query.get("source_account").map(String::as_str),
+                    )
+                    .await
             }
             ("POST", ["v1", "connectors", connector, "runs"]) => {
                 service.start_run(principal, connector).await
@@ -1022,11 +1280,16 @@ pub async fn handle_ops(service: &OpsService, request: OpsRequest) -> HttpRespon
                 | ["v1", "quarantine", _, "artifact"]
                 | ["v1", "observations", _, "artifact"],
             ) => return method_not_allowed("GET"),
+            (_, ["v1", "identity-corrections", _] | ["v1", "source-quarantines", _]) => {
+                return method_not_allowed("GET")
+            }
             (
                 _,
                 ["v1", "quarantine", _, "resolve"]
                 | ["v1", "identity-corrections"]
+                | ["v1", "identity-corrections", _, "withdraw"]
                 | ["v1", "source-quarantines"]
+                | ["v1", "source-quarantines", _, "lift"]
                 | ["v1", "connectors", _, "runs"],
             ) => return method_not_allowed("POST"),
             _ => Err(OpsError::NotFound("no such route".into())),

@@ -4,7 +4,10 @@
 use crate::connector::ConnectorConfig;
 use crate::fingerprint::Fingerprint;
 use crate::ids::{ConnectorId, ObservationId};
-use crate::model::{CommitMarker, Observation, QuarantineEntry, ReplayRecord, RunPageUpdate};
+use crate::model::{
+    CommitMarker, CorrectionRules, Observation, QuarantineEntry, ReplayRecord, RunPageUpdate,
+    SourceRef,
+};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
 
@@ -112,6 +115,10 @@ pub trait EvidenceStore: Send + Sync {
 
     /// Stores a quarantine entry. MUST be idempotent: an entry with the same id is left as is.
     async fn put_quarantine(&self, entry: &QuarantineEntry) -> Result<(), StoreError>;
+
+    /// The identity rules in force for a source (a consistent read; empty when none): new rows
+    /// are attributed by them.
+    async fn correction_rules(&self, source: &SourceRef) -> Result<CorrectionRules, StoreError>;
 }
 
 #[async_trait]
@@ -215,6 +222,9 @@ pub enum CrashPoint {
     BeforeQuarantineEntry,
     /// The quarantine entry (mismatch or rejection) is stored; the queue has not been told.
     AfterQuarantineEntry,
+    /// An identity correction's sweep re-attributed its `n`th group of observations (the ops
+    /// function timing out half way through a large correction).
+    AfterReattributionGroup(u32),
 }
 
 pub trait Faults: Send + Sync {

@@ -4,10 +4,11 @@
 //! and `rebuild` is the same computation run over everything.
 
 use crate::connector::{ConnectorConfig, Publication};
+use crate::corrections::Reattribution;
 use crate::ids::{ConnectorId, ObservationId, RunId, TenantId};
 use crate::model::{
-    Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages, RunStatus,
-    SourceQuarantine, SourceRef,
+    CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
+    RunStatus, SourceQuarantine, SourceRef,
 };
 use crate::ports::StoreError;
 use crate::timestamp::Timestamp;
@@ -50,6 +51,8 @@ pub trait EvidenceReads: Send + Sync {
         &self,
         source: &SourceRef,
     ) -> Result<Option<SourceQuarantine>, StoreError>;
+    /// The identity rules in force for a source (consistent; empty when none).
+    async fn correction_rules(&self, source: &SourceRef) -> Result<CorrectionRules, StoreError>;
     async fn observation(&self, id: &str) -> Result<Option<Observation>, StoreError>;
     async fn observations(&self, ids: &[ObservationId]) -> Result<Vec<Observation>, StoreError>;
     /// `limit` observations of the item, newest (`observed_at`, `observation_id`) first.
@@ -137,6 +140,9 @@ pub enum Visibility {
     /// Observed later than it was retrieved (beyond the connector's clock-skew tolerance): a
     /// claim from the future, in history (flagged), never current.
     FutureDated,
+    /// An identity correction in force attributes it to another item; its re-attributed copy
+    /// takes its place (in history, marked; never current under this item).
+    AwaitingCorrection,
     /// Its source is quarantined: in history, not current.
     SourceQuarantined,
 }
@@ -156,6 +162,7 @@ struct EligibilityCache {
     runs: HashMap<String, Cell<Option<Run>>>,
     connectors: HashMap<ConnectorId, Cell<Option<ConnectorConfig>>>,
     quarantines: HashMap<SourceRef, Cell<bool>>,
+    rules: HashMap<SourceRef, Cell<CorrectionRules>>,
 }
 
 /// Evaluates eligibility with per-pass caches (one projector batch or one read request). Shared
@@ -198,6 +205,14 @@ impl<'a> Eligibility<'a> {
         })
         .await
         .copied()
+    }
+
+    /// The identity rules in force for a source.
+    pub async fn rules(&self, source: &SourceRef) -> Result<CorrectionRules, StoreError> {
+        let cell = self.cell(|c| &mut c.rules, source);
+        cell.get_or_try_init(|| self.reads.correction_rules(source))
+            .await
+            .cloned()
     }
 
     /// Unstaged observations were committed with their delivery; staged ones once their
@@ -255,6 +270,13 @@ impl<'a> Eligibility<'a> {
         if observation.future_dated {
             return Ok(Visibility::FutureDated);
         }
+        if !self
+            .rules(&observation.source())
+            .await?
+            .attributes(observation)
+        {
+            return Ok(Visibility::AwaitingCorrection);
+        }
         Ok(Visibility::Eligible)
     }
 
@@ -285,6 +307,11 @@ pub enum EvidenceChange {
     RunCompleted(Box<Run>),
     /// A source quarantine was set or lifted.
     SourceQuarantine(SourceRef),
+    /// A source's identity rules changed: the items whose rows may change.
+    CorrectionRules {
+        source: SourceRef,
+        items: Vec<String>,
+    },
     /// Nothing the projection depends on (TTL deletions, quarantine entries, connectors...).
     Ignored,
 }
@@ -302,6 +329,13 @@ pub trait ProjectorWrites: Send + Sync {
     /// Stores projection work records; each reaches the projector as its own stream record.
     /// Idempotent: the same work stored twice is one record.
     async fn enqueue_work(&self, work: &[ProjectionWork]) -> Result<(), StoreError>;
+    /// Re-attributes observations the rules in force attribute elsewhere (see
+    /// `corrections::Reattributor`); returns those this call re-attributed.
+    async fn reattribute(
+        &self,
+        moves: &[Reattribution],
+        at: Timestamp,
+    ) -> Result<Vec<ObservationId>, StoreError>;
 }
 
 /// A failure while applying a batch of changes: the first change (by position) that was not
@@ -330,6 +364,8 @@ pub const WORK_SLICE: u32 = 500;
 /// back as new work records for a later invocation. At least one slice always runs, so every
 /// batch makes progress, and every batch finishes well within the function's timeout.
 pub const INLINE_BUDGET: u32 = 1_000;
+/// Superseding copies followed from a candidate (a correction of a correction of ...).
+const MAX_SUPERSESSION_CHAIN: usize = 6;
 /// Projection keys computed at once within a batch.
 const KEY_CONCURRENCY: usize = 16;
 
@@ -433,6 +469,17 @@ impl Projector {
                 EvidenceChange::RunCompleted(run) => {
                     self.run_completed(run).await.map_err(fail(index))?
                 }
+                EvidenceChange::CorrectionRules { source, items } => {
+                    full_keys.extend(items.iter().map(|item| {
+                        (
+                            index,
+                            ProjectionKey {
+                                item: item.clone(),
+                                source: source.clone(),
+                            },
+                        )
+                    }));
+                }
                 EvidenceChange::SourceQuarantine(source) => {
                     let items = self
                         .projection
@@ -452,21 +499,44 @@ impl Projector {
             }
         }
 
-        // Fresh copies of every candidate (an image may predate a supersession marker).
-        let first_of: HashMap<ObservationId, usize> = candidates
+        // Fresh copies of every candidate (an image may predate a supersession marker), and the
+        // copies that superseded them: a claim re-attributed while its delivery was pending
+        // becomes eligible with the delivery, under its copy's id.
+        let mut first_of: HashMap<ObservationId, usize> = candidates
             .iter()
             .rev()
             .map(|(i, id)| (id.clone(), *i))
             .collect();
-        let ids: Vec<ObservationId> = first_of.keys().cloned().collect();
-        let fresh = self
-            .reads
-            .observations(&ids)
-            .await
-            .map_err(|error| BatchFailure {
-                index: first_of.values().copied().min().unwrap_or(0),
-                error,
-            })?;
+        let mut fresh: Vec<Observation> = Vec::new();
+        let mut next: Vec<ObservationId> = first_of.keys().cloned().collect();
+        for _ in 0..MAX_SUPERSESSION_CHAIN {
+            if next.is_empty() {
+                break;
+            }
+            let found = self
+                .reads
+                .observations(&next)
+                .await
+                .map_err(|error| BatchFailure {
+                    index: next
+                        .iter()
+                        .filter_map(|id| first_of.get(id).copied())
+                        .min()
+                        .unwrap_or(0),
+                    error,
+                })?;
+            next = Vec::new();
+            for observation in &found {
+                if let Some(by) = &observation.superseded_by {
+                    if !first_of.contains_key(by) {
+                        let index = first_of[&observation.observation_id];
+                        first_of.insert(by.clone(), index);
+                        next.push(by.clone());
+                    }
+                }
+            }
+            fresh.extend(found);
+        }
         let mut work: BTreeMap<ProjectionKey, KeyWork> = BTreeMap::new();
         let first_of = &first_of;
         let mut by_id: HashMap<ObservationId, Observation> = HashMap::new();
@@ -520,6 +590,48 @@ impl Projector {
             let (id, v) = result?;
             visibility.insert(id, v);
         }
+        // Claims an identity rule attributes elsewhere (written before the rule, or by an
+        // ingest that read the rules before they changed, or chunks of a delivery that was
+        // pending when they changed) are re-attributed now; their copies come back as their own
+        // stream records.
+        let mut moves: Vec<Reattribution> = Vec::new();
+        for (id, v) in &visibility {
+            if *v == Visibility::AwaitingCorrection {
+                if let Some(o) = by_id.get(id) {
+                    let rules = eligibility
+                        .rules(&o.source())
+                        .await
+                        .map_err(fail(first_of.get(id).copied().unwrap_or(0)))?;
+                    moves.extend(Reattribution::needed(&rules, o));
+                }
+            }
+        }
+        // Staged observations not committed yet are re-attributed too (a correction must cover
+        // the rest of a pending delivery): their visibility stopped at NotCommitted.
+        for (id, v) in &visibility {
+            if *v == Visibility::NotCommitted {
+                if let Some(o) = by_id.get(id).filter(|o| o.superseded_by.is_none()) {
+                    let rules = eligibility
+                        .rules(&o.source())
+                        .await
+                        .map_err(fail(first_of.get(id).copied().unwrap_or(0)))?;
+                    moves.extend(Reattribution::needed(&rules, o));
+                }
+            }
+        }
+        if !moves.is_empty() {
+            self.writes
+                .reattribute(&moves, Timestamp::now())
+                .await
+                .map_err(|error| BatchFailure {
+                    index: moves
+                        .iter()
+                        .filter_map(|m| first_of.get(&m.old.observation_id).copied())
+                        .min()
+                        .unwrap_or(0),
+                    error,
+                })?;
+        }
         work.retain(|_, w| {
             w.candidates
                 .retain(|id| visibility.get(id).is_some_and(Visibility::is_published));
@@ -537,6 +649,39 @@ impl Projector {
                 index: work.values().map(|w| w.first_change).min().unwrap_or(0),
                 error,
             })?;
+        // A current row whose claim an identity rule attributes elsewhere: re-attribute the
+        // claim from the row itself (whatever the index shows) and recompute the row.
+        let mut row_moves: Vec<Reattribution> = Vec::new();
+        for (key, row) in &rows {
+            let rules = eligibility
+                .rules(&key.source)
+                .await
+                .map_err(|error| BatchFailure {
+                    index: work.get(key).map_or(0, |w| w.first_change),
+                    error,
+                })?;
+            if !rules.attributes(&row.observation) {
+                if let Some(w) = work.get_mut(key) {
+                    w.full = true;
+                }
+                if let Ok(Some(fresh)) = self
+                    .reads
+                    .observation(row.observation.observation_id.as_str())
+                    .await
+                {
+                    row_moves.extend(Reattribution::needed(&rules, &fresh));
+                }
+            }
+        }
+        if !row_moves.is_empty() {
+            self.writes
+                .reattribute(&row_moves, Timestamp::now())
+                .await
+                .map_err(|error| BatchFailure {
+                    index: work.values().map(|w| w.first_change).min().unwrap_or(0),
+                    error,
+                })?;
+        }
         let by_id = &by_id;
         let rows = &rows;
         let visibility = &visibility;

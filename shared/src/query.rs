@@ -28,6 +28,8 @@ pub enum QueryError {
 pub struct Principal {
     pub tenant: TenantId,
     pub scopes: Vec<String>,
+    /// Who the token names (the JWT `sub`), recorded on operator actions; never used for access.
+    pub subject: Option<String>,
 }
 
 pub const READ_SCOPE: &str = "offers:read";
@@ -104,8 +106,11 @@ impl QueryService {
         let mut gaps = Vec::new();
         for row in rows {
             let o = row.observation;
-            // A quarantine takes effect at once, even before the projector has removed the row.
-            if eligibility.source_quarantined(&o.source()).await? {
+            // A quarantine, and an identity correction, take effect at once, even before the
+            // projector has updated the row.
+            if eligibility.source_quarantined(&o.source()).await?
+                || !eligibility.rules(&o.source()).await?.attributes(&o)
+            {
                 continue;
             }
             let age = now.seconds_since(o.observed_at).max(0);
@@ -232,7 +237,14 @@ fn history_entry(o: &Observation, visibility: Visibility) -> serde_json::Map<Str
     }
     if let Some(old) = &o.supersedes {
         m.insert("supersedes".into(), json!(old));
-        m.insert("correction_id".into(), json!(o.correction_id));
+    }
+    // Which identity rule attributed this claim to this item, and when.
+    if let Some(correction) = &o.correction_id {
+        m.insert("correction_id".into(), json!(correction));
+        m.insert("attributed_at".into(), json!(o.recorded_at));
+    }
+    if o.normalized_item() != o.item {
+        m.insert("normalized_item".into(), json!(o.normalized_item()));
     }
     m.insert("current_eligibility".into(), json!(visibility));
     m

@@ -72,6 +72,36 @@ pub fn classify(
                 EvidenceChange::Ignored
             }
         }
+        Some("correction_rules") => {
+            #[derive(Deserialize)]
+            struct Stored {
+                source: crate::model::SourceRef,
+                #[serde(flatten)]
+                rules: crate::model::CorrectionRules,
+            }
+            let new: Stored = decode(new_image)?;
+            let old = match old_image.filter(|i| !i.is_empty()) {
+                Some(old) => decode::<Stored>(old)?.rules,
+                None => crate::model::CorrectionRules::default(),
+            };
+            // Every item whose rows a changed rule can move: the part itself, where the old
+            // rule sent it and where the new one does.
+            let mut items = std::collections::BTreeSet::new();
+            for (part, rule) in &new.rules.rules {
+                let before = old.rules.get(part);
+                if before != Some(rule) {
+                    items.insert(part.clone());
+                    items.insert(rule.to_item.key());
+                    if let Some(before) = before {
+                        items.insert(before.to_item.key());
+                    }
+                }
+            }
+            EvidenceChange::CorrectionRules {
+                source: new.source,
+                items: items.into_iter().collect(),
+            }
+        }
         Some("source_quarantine") => {
             EvidenceChange::SourceQuarantine(decode::<SourceQuarantine>(new_image)?.source)
         }

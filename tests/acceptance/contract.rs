@@ -52,7 +52,19 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/v1/quarantine/{id}/artifact", Access::Ops),
     ("POST", "/v1/quarantine/{id}/resolve", Access::Ops),
     ("POST", "/v1/identity-corrections", Access::Ops),
+    ("GET", "/v1/identity-corrections/{id}", Access::Ops),
+    (
+        "POST",
+        "/v1/identity-corrections/{id}/withdraw",
+        Access::Ops,
+    ),
     ("POST", "/v1/source-quarantines", Access::Ops),
+    ("GET", "/v1/source-quarantines/{connector}", Access::Ops),
+    (
+        "POST",
+        "/v1/source-quarantines/{connector}/lift",
+        Access::Ops,
+    ),
     ("POST", "/v1/connectors/{id}/runs", Access::Ops),
 ];
 

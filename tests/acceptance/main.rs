@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod contract;
+mod corrections;
 mod crash_points;
 mod ingest;
 mod intake;

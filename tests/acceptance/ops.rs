@@ -336,6 +336,33 @@ async fn an_operator_reviews_a_mismatch_and_accepts_it_as_a_new_delivery_without
         all["entries"][0]["resolution"]["new_delivery_key"],
         CORRECTED
     );
+    // The resolution history is append-only: the claim, then its completion; the refused
+    // second resolves added nothing and rewrote nothing.
+    let accepted_id = all["entries"][0]["quarantine_id"].as_str().unwrap();
+    let (_, shown) = call(
+        "GET",
+        format!("{list_url}/{accepted_id}"),
+        Some(OPERATOR),
+        Value::Null,
+    )
+    .await;
+    let history: Vec<(&str, &str)> = shown["resolutions"]
+        .as_array()
+        .expect("the entry lists its resolutions")
+        .iter()
+        .map(|e| (e["action"].as_str().unwrap(), e["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        history,
+        vec![
+            (
+                "accept_requested",
+                "supplier confirmed 5 is the corrected count"
+            ),
+            ("accepted", "supplier confirmed 5 is the corrected count"),
+        ]
+    );
+    assert!(shown["resolution"]["resolved_at"].is_string(), "{shown}");
 
     // A second mismatch (quantity 4) is rejected: only its status changes.
     env.send(

@@ -2,12 +2,13 @@
 
 use acceptance::*;
 use feedsafe::connector::Publication;
+use feedsafe::corrections::CorrectionRequest;
 use feedsafe::envelope::{DeliveryEnvelope, RunPage};
 use feedsafe::ids::{RunId, SourceAccount};
 use feedsafe::ingest::{IngestOutcome, IngestService};
 use feedsafe::item::CanonicalItem;
 use feedsafe::model::{Run, RunStatus, SourceRef};
-use feedsafe::operations::{correct_identity, quarantine_source, CorrectionRequest};
+use feedsafe::operations::quarantine_source;
 use feedsafe::projection::ProjectionStore;
 use feedsafe::timestamp::Timestamp;
 use serde_json::Value;
@@ -313,14 +314,20 @@ async fn identity_correction_supersedes_without_rewriting_the_raw_artifact() {
         from_item: "AX-440".into(),
         to_item: CanonicalItem::parse_key("AX-440-R2").unwrap(),
         reason: "manufacturer confirmed revision R2".into(),
+        actor: None,
     };
-    let correction = correct_identity(&env.store, &request, now).await.unwrap();
+    let (correction, recorded) = env.corrections().correct(&request).await.unwrap();
+    assert!(recorded);
     assert_eq!(
         correction.superseded_observations,
         vec![original.observation_id.clone()]
     );
-    let again = correct_identity(&env.store, &request, now).await.unwrap();
-    assert!(again.superseded_observations.is_empty(), "idempotent");
+    let (again, recorded) = env.corrections().correct(&request).await.unwrap();
+    assert!(!recorded, "the same correction, run again");
+    assert_eq!(
+        again.superseded_observations, correction.superseded_observations,
+        "idempotent: nothing superseded twice"
+    );
     env.drain(&mut stream, &projector).await;
 
     assert!(query
@@ -392,9 +399,15 @@ async fn quarantining_one_source_leaves_the_other_current_and_history_keeps_both
         connector: acme.connector.clone(),
         source_account: SourceAccount::parse("ACC-1").unwrap(),
     };
-    quarantine_source(&env.store, &source, "supplier disputes its own feed", now)
-        .await
-        .unwrap();
+    quarantine_source(
+        &env.store,
+        &source,
+        "supplier disputes its own feed",
+        None,
+        now,
+    )
+    .await
+    .unwrap();
     env.drain(&mut stream, &projector).await;
     assert_eq!(
         quantities(&query.offers(&env.reader(), ITEM, None, now).await.unwrap()),

@@ -3,11 +3,11 @@
 //! stream records it is given; once the lag has passed, a rebuild gives the same projection.
 
 use acceptance::*;
+use feedsafe::corrections::CorrectionRequest;
 use feedsafe::fidelity::LaggingIndex;
 use feedsafe::ingest::IngestOutcome;
 use feedsafe::item::CanonicalItem;
 use feedsafe::model::SourceRef;
-use feedsafe::operations::{correct_identity, CorrectionRequest};
 use feedsafe::ports::{CrashPoint, OffsetClock};
 use feedsafe::projection::{EvidenceChange, ProjectionKey, ProjectionStore, Projector};
 use feedsafe::timestamp::Timestamp;
@@ -90,18 +90,16 @@ async fn under_a_lagging_index_an_eligible_current_offer_is_never_dropped_or_rol
         connector: acme.connector.clone(),
         source_account: acme.source_account.clone(),
     };
-    correct_identity(
-        &env.store,
-        &CorrectionRequest {
+    env.corrections()
+        .correct(&CorrectionRequest {
             source: source.clone(),
             from_item: "AX-999".into(),
             to_item: CanonicalItem::parse_key("AX-440-R2").unwrap(),
             reason: "AX-999 was a typo for AX-440-R2".into(),
-        },
-        Timestamp::now(),
-    )
-    .await
-    .expect("correction recorded");
+            actor: None,
+        })
+        .await
+        .expect("correction recorded");
 
     // Every stream record about X or Z, and which observations each one brings to the projector.
     let by_id = |delivery: &str| {
@@ -127,6 +125,11 @@ async fn under_a_lagging_index_an_eligible_current_offer_is_never_dropped_or_rol
     for (name, old_image, new_image, _) in records {
         let change = feedsafe::stream::classify(&name, old_image, new_image).unwrap();
         let touches: BTreeSet<String> = match &change {
+            // A record about the Z claim also brings its superseding copy: the projector follows
+            // supersession chains from a claim to the copy that replaced it.
+            EvidenceChange::Observation(o) if o.observation_id == z => {
+                BTreeSet::from([o.observation_id.to_string(), copy.to_string()])
+            }
             EvidenceChange::Observation(o) if o.item == X || o.item == Z => {
                 BTreeSet::from([o.observation_id.to_string()])
             }

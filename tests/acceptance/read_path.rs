@@ -369,6 +369,7 @@ async fn responses_carry_provenance_trust_and_freshness_and_name_the_gap() {
     other.principal = Some(feedsafe::query::Principal {
         tenant: feedsafe::ids::TenantId::parse("other").unwrap(),
         scopes: vec!["offers:read".into()],
+        subject: None,
     });
     let denied = handle_read(&service, other, now).await;
     assert_eq!(denied.status, 404);

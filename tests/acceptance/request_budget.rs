@@ -42,8 +42,9 @@ async fn fresh_deliveries_and_replays_stay_within_the_request_budget() {
             0,
             "{fresh:?}"
         );
-        // The connector lookup (cached for 30 s in Lambda, not here).
-        assert_eq!(count(&fresh, "DynamoDB.GetItem"), 1, "{fresh:?}");
+        // The connector lookup (cached for 30 s in Lambda, not here) and the source's identity
+        // rules (read once per attempt, only on the paths that write observations).
+        assert_eq!(count(&fresh, "DynamoDB.GetItem"), 2, "{fresh:?}");
         // moto echoes no checksum, so the new object is read back to verify it; on S3 the
         // PutObject response carries the verified checksum and these two are zero.
         assert!(
@@ -74,6 +75,8 @@ async fn fresh_deliveries_and_replays_stay_within_the_request_budget() {
             0,
             "{replay:?}"
         );
+        // A replay writes no observation, so it never reads the identity rules.
+        assert_eq!(count(&replay, "DynamoDB.GetItem"), 1, "{replay:?}");
         report.push(format!("{rows} rows: fresh {fresh:?}; replay {replay:?}"));
     }
     println!("{}", report.join("\n"));

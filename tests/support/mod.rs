@@ -527,6 +527,7 @@ impl TestEnv {
         feedsafe::query::Principal {
             tenant: TenantId::parse(TENANT).unwrap(),
             scopes: vec!["offers:read".into()],
+            subject: None,
         }
     }
 
@@ -660,6 +661,13 @@ impl feedsafe::ports::EvidenceStore for ContendedAdvanceOnce {
         entry: &QuarantineEntry,
     ) -> Result<(), feedsafe::ports::StoreError> {
         self.inner.put_quarantine(entry).await
+    }
+
+    async fn correction_rules(
+        &self,
+        source: &feedsafe::model::SourceRef,
+    ) -> Result<feedsafe::model::CorrectionRules, feedsafe::ports::StoreError> {
+        feedsafe::ports::EvidenceStore::correction_rules(self.inner.as_ref(), source).await
     }
 }
 
@@ -1056,4 +1064,26 @@ pub async fn get_bytes(url: String) -> (u16, Vec<u8>) {
     })
     .await
     .unwrap()
+}
+
+impl TestEnv {
+    /// The identity-corrections service over this test's tables, reading history through
+    /// `reads` (e.g. a lagging index) and stopping where `faults` says.
+    pub fn corrections_with(
+        &self,
+        reads: Arc<dyn feedsafe::projection::EvidenceReads>,
+        faults: Arc<dyn Faults>,
+    ) -> feedsafe::corrections::CorrectionService {
+        feedsafe::corrections::CorrectionService::new(
+            reads,
+            self.store.clone(),
+            self.store.clone(),
+            Arc::new(SystemClock),
+            faults,
+        )
+    }
+
+    pub fn corrections(&self) -> feedsafe::corrections::CorrectionService {
+        self.corrections_with(self.store.clone(), Arc::new(NoFaults))
+    }
 }

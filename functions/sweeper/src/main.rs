@@ -1,11 +1,16 @@
 //! Sweeper Lambda: on an EventBridge schedule, settles runs past their deadline
-//! (`DynamoEvidenceStore::sweep_runs`). The scheduled event's payload is ignored.
+//! (`DynamoEvidenceStore::sweep_runs`) and completes identity corrections whose settling is due
+//! (`CorrectionService::settle_due`: a sweep after the item-history index has caught up). The
+//! scheduled event's payload is ignored.
 
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::AwsClients;
+use feedsafe::corrections::CorrectionService;
 use feedsafe::lambda::init_tracing;
+use feedsafe::ports::{NoFaults, SystemClock};
 use feedsafe::timestamp::Timestamp;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use std::sync::Arc;
 use tracing::info;
 
 #[tokio::main]
@@ -13,13 +18,28 @@ async fn main() -> Result<(), Error> {
     init_tracing();
     let evidence_table = feedsafe::config::required("EVIDENCE_TABLE")?;
     let clients = AwsClients::from_env(false).await;
-    let store = DynamoEvidenceStore::new(clients.dynamodb.clone(), evidence_table);
-    let store = &store;
+    let store = Arc::new(DynamoEvidenceStore::new(
+        clients.dynamodb.clone(),
+        evidence_table,
+    ));
+    let corrections = CorrectionService::new(
+        store.clone(),
+        store.clone(),
+        store.clone(),
+        Arc::new(SystemClock),
+        Arc::new(NoFaults),
+    );
+    let (store, corrections) = (&store, &corrections);
     run(service_fn(
         move |_event: LambdaEvent<serde_json::Value>| async move {
             // A store failure fails the invocation so that it is visible (and retried).
             let changed = store.sweep_runs(Timestamp::now()).await?;
-            info!(changed = changed.len(), "run sweep finished");
+            let corrections_swept = corrections.settle_due().await?;
+            info!(
+                runs = changed.len(),
+                corrections = corrections_swept,
+                "sweep finished"
+            );
             Ok::<_, Error>(())
         },
     ))

@@ -132,8 +132,8 @@ async fn handle(services: Services, request: Request<Incoming>) -> Response<Full
         | (_, ["v1", "artifacts", _, ..])
         | (_, ["v1", "runs", _])
         | (_, ["v1", "quarantine", ..])
-        | (_, ["v1", "identity-corrections"])
-        | (_, ["v1", "source-quarantines"])
+        | (_, ["v1", "identity-corrections", ..])
+        | (_, ["v1", "source-quarantines", ..])
         | (_, ["v1", "connectors", _, "runs"])
         | (_, ["v1", "observations", _, "artifact"]) => {
             let request = OpsRequest {

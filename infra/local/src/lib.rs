@@ -49,6 +49,9 @@ pub fn load_tokens(path: &Path) -> Result<HashMap<String, Principal>> {
     struct Entry {
         tenant: String,
         scopes: Vec<String>,
+        /// Who the token names (recorded on operator actions), like a JWT's `sub`.
+        #[serde(default)]
+        subject: Option<String>,
     }
     #[derive(serde::Deserialize)]
     struct File {
@@ -67,6 +70,7 @@ pub fn load_tokens(path: &Path) -> Result<HashMap<String, Principal>> {
                 Principal {
                     tenant,
                     scopes: e.scopes,
+                    subject: e.subject,
                 },
             ))
         })
@@ -533,6 +537,16 @@ async fn scheduler(
                 .await
             {
                 warn!(error = %e, "sweep failed");
+            }
+            let corrections = feedsafe::corrections::CorrectionService::new(
+                services.evidence.clone(),
+                services.evidence.clone(),
+                services.evidence.clone(),
+                std::sync::Arc::new(SystemClock),
+                std::sync::Arc::new(NoFaults),
+            );
+            if let Err(e) = corrections.settle_due().await {
+                warn!(error = %e, "settling corrections failed");
             }
         }
     }

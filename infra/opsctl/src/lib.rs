@@ -11,6 +11,11 @@
 //!   delivery artifact KEY
 //!   run show RUN_ID
 //!   run start CONNECTOR
+//!   source-quarantine set|lift CONNECTOR --reason R [--account A]
+//!   source-quarantine show CONNECTOR [--account A]
+//!   correction add CONNECTOR FROM_ITEM TO_ITEM --reason R [--account A]
+//!   correction show ID
+//!   correction withdraw ID --reason R
 //!   dlq redrive [--dlq URL --queue URL]
 //! ```
 //!
@@ -43,6 +48,17 @@ commands:
   delivery artifact DELIVERY_KEY      presigned link to the raw artifact (300 s)
   run show RUN_ID
   run start CONNECTOR                 start a pull run now
+  source-quarantine set CONNECTOR --reason REASON [--account A]
+                                      exclude the source from current offers
+  source-quarantine lift CONNECTOR --reason REASON [--account A]
+                                      its claims become current again
+  source-quarantine show CONNECTOR [--account A]
+                                      state, and who set and lifted it, and why
+  correction add CONNECTOR FROM_ITEM TO_ITEM --reason REASON [--account A]
+                                      rows of FROM_ITEM belong to TO_ITEM, now and later
+  correction show ID                  the record, what it re-attributed, whether in force
+  correction withdraw ID --reason REASON
+                                      the part's rows belong to the part again
   dlq redrive [--dlq URL --queue URL] move every ingest DLQ message back to the ingest queue
   help
 
@@ -79,6 +95,27 @@ pub enum Command {
     },
     RunStart {
         connector: String,
+    },
+    SourceQuarantine {
+        /// `set`, `lift` or `show`.
+        action: String,
+        connector: String,
+        account: Option<String>,
+        reason: Option<String>,
+    },
+    CorrectionAdd {
+        connector: String,
+        from_item: String,
+        to_item: String,
+        account: Option<String>,
+        reason: String,
+    },
+    CorrectionShow {
+        id: String,
+    },
+    CorrectionWithdraw {
+        id: String,
+        reason: String,
     },
     DlqRedrive {
         dlq: Option<String>,
@@ -165,7 +202,7 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
         };
         let takes_value = matches!(
             name.as_str(),
-            "endpoint" | "token" | "status" | "accept-as" | "reason" | "dlq" | "queue"
+            "endpoint" | "token" | "status" | "accept-as" | "reason" | "dlq" | "queue" | "account"
         );
         let is_switch = matches!(name.as_str(), "json" | "reject" | "help");
         if !takes_value && !is_switch {
@@ -248,6 +285,44 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
         },
         ["run", "start", connector] => Command::RunStart {
             connector: (*connector).to_owned(),
+        },
+        ["source-quarantine", action @ ("set" | "lift" | "show"), connector] => {
+            let account = take("account").flatten();
+            let reason = take("reason").flatten().filter(|r| !r.trim().is_empty());
+            if *action != "show" && reason.is_none() {
+                return Err(usage(format!(
+                    "source-quarantine {action} needs --reason REASON"
+                )));
+            }
+            if *action == "show" && reason.is_some() {
+                return Err(usage("--reason does not apply to source-quarantine show"));
+            }
+            Command::SourceQuarantine {
+                action: (*action).to_owned(),
+                connector: (*connector).to_owned(),
+                account,
+                reason,
+            }
+        }
+        ["correction", "add", connector, from, to] => Command::CorrectionAdd {
+            connector: (*connector).to_owned(),
+            from_item: (*from).to_owned(),
+            to_item: (*to).to_owned(),
+            account: take("account").flatten(),
+            reason: take("reason")
+                .flatten()
+                .filter(|r| !r.trim().is_empty())
+                .ok_or_else(|| usage("correction add needs --reason REASON"))?,
+        },
+        ["correction", "show", id] => Command::CorrectionShow {
+            id: (*id).to_owned(),
+        },
+        ["correction", "withdraw", id] => Command::CorrectionWithdraw {
+            id: (*id).to_owned(),
+            reason: take("reason")
+                .flatten()
+                .filter(|r| !r.trim().is_empty())
+                .ok_or_else(|| usage("correction withdraw needs --reason REASON"))?,
         },
         ["dlq", "redrive"] => {
             let dlq = take("dlq").flatten();
@@ -777,6 +852,99 @@ pub fn run(command: &Command, settings: &Settings, out: &mut dyn Write) -> Resul
             )
             .map_err(io)
         }
+        Command::SourceQuarantine {
+            action,
+            connector,
+            account,
+            reason,
+        } => {
+            let value = match action.as_str() {
+                "show" => {
+                    let query = account
+                        .as_deref()
+                        .map(|a| format!("?source_account={}", encode_query(a)))
+                        .unwrap_or_default();
+                    api.call(
+                        "GET",
+                        &format!("/v1/source-quarantines/{}{query}", encode_path(connector)),
+                        None,
+                    )?
+                }
+                "set" => api.call(
+                    "POST",
+                    "/v1/source-quarantines",
+                    Some(&serde_json::json!({"connector": connector, "source_account": account, "reason": reason})),
+                )?,
+                _ => api.call(
+                    "POST",
+                    &format!("/v1/source-quarantines/{}/lift", encode_path(connector)),
+                    Some(&serde_json::json!({"source_account": account, "reason": reason})),
+                )?,
+            };
+            if settings.json {
+                return emit_json(out, &value);
+            }
+            writeln!(
+                out,
+                "source {}/{}: {}",
+                text(&value["source"]["connector"]),
+                text(&value["source"]["source_account"]),
+                if value["active"] == Value::Bool(true) {
+                    "quarantined"
+                } else {
+                    "not quarantined"
+                }
+            )
+            .map_err(io)?;
+            let rows: Vec<Vec<String>> = value["events"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|e| {
+                    vec![
+                        text(&e["at"]),
+                        text(&e["action"]),
+                        text(&e["actor"]),
+                        text(&e["reason"]),
+                    ]
+                })
+                .collect();
+            write!(out, "{}", table(&["AT", "ACTION", "BY", "REASON"], &rows)).map_err(io)
+        }
+        Command::CorrectionAdd {
+            connector,
+            from_item,
+            to_item,
+            account,
+            reason,
+        } => {
+            let value = api.call(
+                "POST",
+                "/v1/identity-corrections",
+                Some(
+                    &serde_json::json!({"connector": connector, "source_account": account,
+                    "from_item": from_item, "to_item": to_item, "reason": reason}),
+                ),
+            )?;
+            print_correction(out, &value, settings.json)
+        }
+        Command::CorrectionShow { id } => {
+            let value = api.call(
+                "GET",
+                &format!("/v1/identity-corrections/{}", encode_path(id)),
+                None,
+            )?;
+            print_correction(out, &value, settings.json)
+        }
+        Command::CorrectionWithdraw { id, reason } => {
+            let value = api.call(
+                "POST",
+                &format!("/v1/identity-corrections/{}/withdraw", encode_path(id)),
+                Some(&serde_json::json!({"reason": reason})),
+            )?;
+            print_correction(out, &value, settings.json)
+        }
         Command::DlqRedrive { dlq, queue } => {
             let target = redrive_target(dlq.as_deref(), queue.as_deref(), settings)?;
             let moved = redrive(&target)?;
@@ -794,6 +962,39 @@ pub fn run(command: &Command, settings: &Settings, out: &mut dyn Write) -> Resul
             .map_err(io)
         }
     }
+}
+
+fn print_correction(out: &mut dyn Write, value: &Value, json: bool) -> Result<(), CliError> {
+    if json {
+        return writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        )
+        .map_err(io);
+    }
+    fields(
+        out,
+        value,
+        &[
+            "correction_id",
+            "kind",
+            "from_item",
+            "replaces",
+            "reason",
+            "actor",
+            "created_at",
+            "in_force",
+            "replaced_by",
+            "settled",
+        ],
+    )
+    .map_err(io)?;
+    writeln!(out, "to_item: {}", text(&value["to_item"])).map_err(io)?;
+    let superseded = value["superseded_observations"]
+        .as_array()
+        .map_or(0, Vec::len);
+    writeln!(out, "re-attributed observations: {superseded}").map_err(io)
 }
 
 /// Where `dlq redrive` reads and writes, and through which SQS endpoint.
@@ -1219,6 +1420,58 @@ mod tests {
             "{out}"
         );
         assert!(out.ends_with("1 open entry\n"), "{out}");
+    }
+
+    #[test]
+    fn source_quarantine_lift_posts_the_reason_and_prints_the_history() {
+        let (url, server) = one_shot_server(
+            200,
+            r#"{"source":{"tenant":"demo","connector":"acme-eu","source_account":"ACC-1"},"active":false,"events":[{"event_id":"sq_1","action":"set","reason":"broken feed","actor":"alice","at":"2026-11-29T08:00:00Z"},{"event_id":"sq_2","action":"lift","reason":"verified again","actor":"bob","at":"2026-11-29T09:00:00Z"}]}"#,
+        );
+        let invocation = parse("source-quarantine lift acme-eu --reason verified").unwrap();
+        let mut out = Vec::new();
+        run(&invocation.command, &settings(url), &mut out).unwrap();
+        let request = server.join().unwrap();
+        assert!(
+            request.starts_with("POST /v1/source-quarantines/acme-eu/lift HTTP/1.1"),
+            "{request}"
+        );
+        assert!(request.contains(r#""reason":"verified""#), "{request}");
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.starts_with("source acme-eu/ACC-1: not quarantined"),
+            "{out}"
+        );
+        assert!(out.contains("lift    bob"), "{out}");
+        assert!(
+            parse("source-quarantine lift acme-eu").is_err(),
+            "a reason is required"
+        );
+        assert!(parse("source-quarantine show acme-eu --reason x").is_err());
+    }
+
+    #[test]
+    fn correction_commands_parse_and_need_a_reason() {
+        assert_eq!(
+            parse("correction add acme-eu AX-440 AX-440-R2 --reason suffix")
+                .unwrap()
+                .command,
+            Command::CorrectionAdd {
+                connector: "acme-eu".into(),
+                from_item: "AX-440".into(),
+                to_item: "AX-440-R2".into(),
+                account: None,
+                reason: "suffix".into(),
+            }
+        );
+        assert!(parse("correction add acme-eu AX-440 AX-440-R2").is_err());
+        assert!(parse("correction withdraw corr_x").is_err());
+        assert_eq!(
+            parse("correction show corr_x").unwrap().command,
+            Command::CorrectionShow {
+                id: "corr_x".into()
+            }
+        );
     }
 
     #[test]

@@ -569,6 +569,13 @@ impl EvidenceStore for DynamoEvidenceStore {
         Ok(out.item.is_some())
     }
 
+    async fn correction_rules(
+        &self,
+        source: &crate::model::SourceRef,
+    ) -> Result<crate::model::CorrectionRules, StoreError> {
+        self.rules_of(source).await
+    }
+
     async fn put_quarantine(&self, entry: &QuarantineEntry) -> Result<(), StoreError> {
         let result = self
             .client

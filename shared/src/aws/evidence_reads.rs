@@ -2,17 +2,16 @@
 //! writes (runs, source quarantines, identity corrections).
 
 use super::dynamo::{
-    build_error, conditional, correction_pk, decode, encode, item_history_pk, key, n,
-    observation_item, observation_pk, open_runs_pk, open_runs_shard_pk, projection_work_pk, run_pk,
-    s, source_quarantine_pk, unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2,
-    OPEN_RUN_SHARDS, RUN_PAGE_SK_PREFIX, SK_CORRECTION, SK_OBSERVATION, SK_REPLAY, SK_RUN,
-    SK_SOURCE_QUARANTINE,
+    build_error, conditional, decode, encode, item_history_pk, key, n, observation_pk,
+    open_runs_pk, open_runs_shard_pk, projection_work_pk, run_pk, s, source_quarantine_pk,
+    unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2, OPEN_RUN_SHARDS,
+    RUN_PAGE_SK_PREFIX, SK_OBSERVATION, SK_REPLAY, SK_RUN, SK_SOURCE_QUARANTINE,
 };
 use crate::connector::ConnectorConfig;
 use crate::hashing::{base64_decode, base64_encode};
 use crate::ids::{ConnectorId, ObservationId, TenantId};
 use crate::model::{
-    IdentityCorrection, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
+    CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
     RunStart, RunStatus, SourceQuarantine, SourceRef, MAX_LISTED_MISSING_PAGES,
 };
 use crate::ports::{ConnectorDirectory, StoreError};
@@ -22,8 +21,8 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, KeysAndAttributes, Put, PutRequest, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update, WriteRequest,
+    AttributeValue, KeysAndAttributes, PutRequest, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, WriteRequest,
 };
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, HashMap};
@@ -321,87 +320,18 @@ impl DynamoEvidenceStore {
             .await?;
         Ok(entries.into_iter().map(|(entry, _)| entry).collect())
     }
-
-    pub async fn put_source_quarantine(
-        &self,
-        quarantine: &SourceQuarantine,
-    ) -> Result<(), StoreError> {
-        let item = with_keys(
-            encode(quarantine)?,
-            source_quarantine_pk(&quarantine.source),
-            SK_SOURCE_QUARANTINE,
-            "source_quarantine",
-        );
-        self.client()
-            .put_item()
-            .table_name(self.table())
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(unavailable("put source quarantine"))?;
-        Ok(())
-    }
-
-    /// Supersedes `old` with `new` (same evidence, corrected item) atomically; false when `old`
-    /// was already superseded (the correction ran before).
-    pub async fn supersede(
-        &self,
-        old: &Observation,
-        new: &Observation,
-    ) -> Result<bool, StoreError> {
-        let put = Put::builder()
-            .table_name(self.table())
-            .set_item(Some(observation_item(new)?))
-            .condition_expression("attribute_not_exists(pk)")
-            .build()
-            .map_err(build_error)?;
-        let mark = Update::builder()
-            .table_name(self.table())
-            .set_key(Some(key(
-                observation_pk(old.observation_id.as_str()),
-                SK_OBSERVATION,
-            )))
-            .update_expression("SET superseded_by = :new")
-            .condition_expression("attribute_exists(pk) AND attribute_not_exists(superseded_by)")
-            .expression_attribute_values(":new", s(new.observation_id.as_str()))
-            .build()
-            .map_err(build_error)?;
-        let result = self
-            .client()
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().put(put).build())
-            .transact_items(TransactWriteItem::builder().update(mark).build())
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(SdkError::ServiceError(e)) if e.err().is_transaction_canceled_exception() => {
-                Ok(false)
-            }
-            Err(e) => Err(unavailable("supersede observation")(e)),
-        }
-    }
-
-    pub async fn put_correction(&self, correction: &IdentityCorrection) -> Result<(), StoreError> {
-        let item = with_keys(
-            encode(correction)?,
-            correction_pk(&correction.correction_id),
-            SK_CORRECTION,
-            "identity_correction",
-        );
-        self.client()
-            .put_item()
-            .table_name(self.table())
-            .set_item(Some(item))
-            .send()
-            .await
-            .map_err(unavailable("put identity correction"))?;
-        Ok(())
-    }
 }
 
 #[async_trait]
 impl ProjectorWrites for DynamoEvidenceStore {
+    async fn reattribute(
+        &self,
+        moves: &[crate::corrections::Reattribution],
+        at: Timestamp,
+    ) -> Result<Vec<ObservationId>, StoreError> {
+        crate::corrections::Reattributor::reattribute(self, moves, at).await
+    }
+
     async fn enqueue_work(&self, work: &[ProjectionWork]) -> Result<(), StoreError> {
         let expires_at = Timestamp::now().unix_seconds() + PROJECTION_WORK_TTL_SECONDS;
         let mut items = Vec::with_capacity(work.len());
@@ -534,6 +464,10 @@ impl EvidenceReads for DynamoEvidenceStore {
             .await
     }
 
+    async fn correction_rules(&self, source: &SourceRef) -> Result<CorrectionRules, StoreError> {
+        self.rules_of(source).await
+    }
+
     async fn observation(&self, id: &str) -> Result<Option<Observation>, StoreError> {
         self.get(observation_pk(id), SK_OBSERVATION).await
     }
@@ -630,43 +564,6 @@ pub const PROJECTION_WORK_TTL_SECONDS: i64 = 7 * 86_400;
 /// Operator review of quarantine entries (`crate::ops`). The entry's stored fields are never
 /// rewritten: a resolution only moves `status` and adds a `resolution` attribute beside them.
 impl DynamoEvidenceStore {
-    /// Moves quarantine entry `id` from status `from` to `to`, setting its `resolution`
-    /// attribute (or removing it when `resolution` is `None`). False, changing nothing, when the
-    /// entry does not exist or is not in status `from` (someone resolved it first).
-    pub async fn resolve_quarantine<R: serde::Serialize>(
-        &self,
-        id: &str,
-        from: &str,
-        to: &str,
-        resolution: Option<&R>,
-    ) -> Result<bool, StoreError> {
-        let mut update = self
-            .client()
-            .update_item()
-            .table_name(self.table())
-            .set_key(Some(key(
-                super::dynamo::quarantine_pk(id),
-                super::dynamo::SK_QUARANTINE,
-            )))
-            .condition_expression("attribute_exists(pk) AND #status = :from")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":from", s(from))
-            .expression_attribute_values(":to", s(to));
-        update = match resolution {
-            Some(resolution) => {
-                let value: AttributeValue =
-                    serde_dynamo::to_attribute_value(resolution).map_err(|e| {
-                        StoreError::Invariant(format!("resolution does not encode: {e}"))
-                    })?;
-                update
-                    .update_expression("SET #status = :to, resolution = :resolution")
-                    .expression_attribute_values(":resolution", value)
-            }
-            None => update.update_expression("SET #status = :to REMOVE resolution"),
-        };
-        conditional(update.send().await, "resolve quarantine entry")
-    }
-
     /// A quarantine entry (consistent read) with its `resolution` attribute, if any.
     pub async fn quarantine_entry_with_resolution<R: serde::de::DeserializeOwned>(
         &self,

@@ -1,5 +1,6 @@
 //! AWS adapters: the only place that knows about `AttributeValue`, `SdkError` and HTTP status.
 
+pub mod corrections;
 pub mod dynamo;
 pub mod evidence_reads;
 pub mod projection_table;
