@@ -13,7 +13,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Roughly DynamoDB's item size: attribute names plus values (numbers counted as their text).
 fn item_size(item: &Item) -> usize {
@@ -302,4 +302,89 @@ async fn sixteen_workers_committing_two_hundred_pages_of_one_run_share_no_transa
         size < 2_000,
         "the run item holds no per-page data ({size} bytes after {pages} pages)"
     );
+}
+
+/// Item 6: the poller accepts exports of up to `MAX_EXPORT_PAGES` (10,000) pages; the run's own
+/// item stays far below DynamoDB's 400 KB item limit at that size, complete or incomplete.
+/// Writes only the run bookkeeping: the page records (as each page's final transaction would),
+/// the projector's page counting (in stream batches of 100) and the sweeper.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ten_thousand_page_run_keeps_its_run_item_small() {
+    let env = spawn_heavy_env(true, "tenkpages").await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let pages = feedsafe::poller::MAX_EXPORT_PAGES;
+    let projector = env.projector();
+    let started = Timestamp::now();
+    let at = Instant::now();
+    for (run, committed) in [
+        ("run-10k-complete", pages),
+        ("run-10k-short", pages - 1_500),
+    ] {
+        env.store
+            .start_run(&Run {
+                run_id: RunId::parse(run).unwrap(),
+                tenant: acme.tenant.clone(),
+                connector: acme.connector.clone(),
+                status: None,
+                credential_ref: Some("secret:acme-eu/export-token".into()),
+                started_at: Some(started),
+                deadline: Some(started.unix_seconds() - 1),
+                page_count: Some(pages),
+                pages_seen: 0,
+                missing_pages: vec![],
+                missing_count: 0,
+                completed_at: None,
+                updated_at: started,
+            })
+            .await
+            .unwrap();
+        let records: Vec<feedsafe::model::RunPageRecord> = (1..=committed)
+            .map(|page| feedsafe::model::RunPageRecord {
+                run_id: RunId::parse(run).unwrap(),
+                tenant: acme.tenant.clone(),
+                connector: acme.connector.clone(),
+                page,
+                page_count: Some(pages),
+                delivery_key: format!("acme/acme-eu/ACC-1/EXP-10K/{page}"),
+                epoch: 0,
+                observation_count: 1,
+                committed_at: started,
+            })
+            .collect();
+        let items = records
+            .iter()
+            .map(|p| feedsafe::aws::dynamo::run_page_item(p).unwrap())
+            .collect();
+        env.store.batch_put(items, "seed run pages").await.unwrap();
+        // The page records reach the projector as stream records, 100 per invocation.
+        for batch in records.chunks(100) {
+            let changes: Vec<_> = batch
+                .iter()
+                .map(|p| feedsafe::projection::EvidenceChange::RunPage(Box::new(p.clone())))
+                .collect();
+            projector.apply_batch(&changes).await.unwrap();
+        }
+    }
+    let complete = env.store.run("run-10k-complete").await.unwrap().unwrap();
+    assert_eq!(complete.status, Some(RunStatus::Complete));
+    let swept = env.store.sweep_runs(Timestamp::now()).await.unwrap();
+    assert_eq!(swept.len(), 1, "the short run is settled");
+    let short = env.store.run("run-10k-short").await.unwrap().unwrap();
+    assert_eq!(short.status, Some(RunStatus::Incomplete));
+    assert_eq!(short.missing_count, 1_500);
+    assert_eq!(
+        short.missing_pages.len(),
+        feedsafe::model::MAX_LISTED_MISSING_PAGES,
+        "the item lists the first 1,000 missing pages; the ops route lists them all"
+    );
+    let complete_size = item_size(&raw_run_item(&env, "run-10k-complete").await);
+    let short_size = item_size(&raw_run_item(&env, "run-10k-short").await);
+    println!(
+        "10,000-page runs: bookkeeping written and counted in {:?}; run item {complete_size} bytes \
+         complete, {short_size} bytes incomplete with 1,500 pages missing",
+        at.elapsed()
+    );
+    assert!(complete_size < 1_000, "{complete_size} bytes");
+    assert!(short_size < 8_000, "{short_size} bytes: far below 400 KB");
 }

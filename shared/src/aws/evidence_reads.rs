@@ -202,11 +202,7 @@ impl DynamoEvidenceStore {
     }
 
     /// Puts items with `BatchWriteItem` (25 at a time), retrying unprocessed ones.
-    pub(crate) async fn batch_put(
-        &self,
-        items: Vec<Item>,
-        what: &'static str,
-    ) -> Result<(), StoreError> {
+    pub async fn batch_put(&self, items: Vec<Item>, what: &'static str) -> Result<(), StoreError> {
         for chunk in items.chunks(25) {
             let mut pending: Vec<WriteRequest> = chunk
                 .iter()
