@@ -145,9 +145,10 @@ async fn a_five_thousand_row_delivery_projects_in_bounded_stream_batches() {
     let drained = drain_as_lambda(&env, &mut stream, &projector, &counter).await;
     let (records, requests, ms) = drained.slowest();
     println!(
-        "5,000-row delivery: ingest {ingest_ms} ms; projection {} ms over {} stream batches, \
+        "5,000-row delivery: ingest {ingest_ms} ms; projection {} ms ({:.2} ms per row) over {} stream batches, \
          {} DynamoDB requests ({:.2} per row: {:?}); slowest batch {ms} ms ({records} records, {requests} requests)",
         drained.total_ms,
+        drained.total_ms as f64 / rows as f64,
         drained.batches,
         drained.requests(),
         drained.requests() as f64 / rows as f64,
@@ -229,4 +230,40 @@ async fn a_fifty_page_run_published_on_completion_projects_in_bounded_stream_bat
         "no invocation does more than its budget: {} requests (bound {MAX_REQUESTS_PER_BATCH})",
         drained.most_requests()
     );
+}
+
+/// The per-row cost of projecting ordinary deliveries (40 rows: one transaction; 400 rows: a
+/// staged delivery of five), for docs/benchmarks.md. Figures are printed, not asserted as times.
+#[tokio::test(flavor = "multi_thread")]
+async fn deliveries_of_forty_and_four_hundred_rows_project_at_about_one_request_per_row() {
+    for rows in [40usize, 400] {
+        let env = spawn_heavy_env(true, "smalldelivery").await;
+        let acme = acme_eu();
+        env.seed(&acme).await;
+        let mut stream = env.stream().await;
+        let export = format!("EXP-S{rows}");
+        let body = export_page(&export, 1, 1, rows_page("SMALL", 0, rows));
+        env.service_ingest(&env.service(), &plain_envelope(&acme, &export, &body))
+            .await;
+        let counter = RequestCounter::default();
+        let projector = counted_projector(&env, &counter);
+        let drained = drain_as_lambda(&env, &mut stream, &projector, &counter).await;
+        let (records, requests, ms) = drained.slowest();
+        println!(
+            "{rows}-row delivery: projection {} ms ({:.2} ms per row) over {} stream batches, {} DynamoDB \
+             requests ({:.2} per row: {:?}); slowest batch {ms} ms ({records} records, {requests} requests)",
+            drained.total_ms,
+            drained.total_ms as f64 / rows as f64,
+            drained.batches,
+            drained.requests(),
+            drained.requests() as f64 / rows as f64,
+            drained.by_operation,
+        );
+        assert_eq!(env.table_items(&env.projection_table()).await.len(), rows);
+        assert!(
+            drained.requests() <= rows * 13 / 10 + 10,
+            "reads are batched: {} requests for {rows} rows",
+            drained.requests()
+        );
+    }
 }
