@@ -266,6 +266,14 @@ impl CorrectionService {
             let rules = self.store.correction_rules(source).await?;
             let in_force = rules.rule_for(from);
             if let Some(required) = must_replace {
+                // The same withdrawal asked for again: answer with the one recorded.
+                if let Some(rule) = in_force.filter(|r| r.to_item == *to) {
+                    if let Some(withdrawal) = self.store.correction(&rule.correction_id).await? {
+                        if withdrawal.replaces.as_deref() == Some(required) {
+                            return Ok((self.run_again(&rule.correction_id).await?, false));
+                        }
+                    }
+                }
                 if in_force.map(|r| r.correction_id.as_str()) != Some(required) {
                     return Err(CorrectionError::Conflict(format!(
                         "correction {required} is not the rule in force for {from}; only the rule in force can be withdrawn"
