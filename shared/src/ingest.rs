@@ -836,7 +836,7 @@ impl IngestService {
             || UNREADABLE_ENVELOPE_TENANT.to_owned(),
             |e| e.tenant.to_string(),
         );
-        let evidence_key = format!("rejected/{tenant}/{digest_hex}");
+        let evidence_key = rejected_key(&tenant, &digest_hex);
         let now = self.clock.now();
         let meta = ArtifactMeta {
             content_type: "application/json".to_owned(),
@@ -930,6 +930,12 @@ pub fn artifact_key(key: &DeliveryKey, payload_sha256: &str) -> String {
         &key_digest[..32],
         payload_sha256
     )
+}
+
+/// `rejected/{tenant or _unknown}/{sha256 of the whole queue message}`: the evidence of a
+/// refused delivery.
+pub fn rejected_key(tenant: &str, message_sha256_hex: &str) -> String {
+    format!("rejected/{tenant}/{message_sha256_hex}")
 }
 
 /// Derived from (delivery, fingerprint, epoch, chunk) and this attempt's random nonce: the

@@ -36,6 +36,12 @@ pub trait ClaimStore: Send + Sync {
     ) -> Result<StoredClaim, QueueError>;
 }
 
+/// `claims/{tenant}/{connector}/{sha256 of the body}`: where a body too large to travel inline
+/// waits for ingest.
+pub fn claim_key(key: &DeliveryKey, body_sha256_hex: &str) -> String {
+    format!("claims/{}/{}/{body_sha256_hex}", key.tenant, key.connector)
+}
+
 /// The envelope for `body`: inline up to `MAX_INLINE_BODY_BYTES`, else a claim check under
 /// `claims/{tenant}/{connector}/{sha256}`.
 pub async fn envelope_for(
@@ -49,13 +55,9 @@ pub async fn envelope_for(
 ) -> Result<DeliveryEnvelope, QueueError> {
     let mut envelope = DeliveryEnvelope::inline(key, basis, retrieved_at, content_type, run, body);
     if body.len() > MAX_INLINE_BODY_BYTES {
-        let claim_key = format!(
-            "claims/{}/{}/{}",
-            key.tenant,
-            key.connector,
-            sha256_hex(body)
-        );
-        let stored = claims.put_claim(&claim_key, body, content_type).await?;
+        let stored = claims
+            .put_claim(&claim_key(key, &sha256_hex(body)), body, content_type)
+            .await?;
         envelope.body = BodyRef::S3 {
             bucket: stored.bucket,
             key: stored.key,

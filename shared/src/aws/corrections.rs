@@ -43,6 +43,13 @@ pub fn rules_pk(source: &SourceRef) -> String {
     )
 }
 
+pub const SUPERSESSION_SK_PREFIX: &str = "SUP#";
+
+/// Sort key, under the correction, of the record of one observation it re-attributed.
+pub fn supersession_sk(old: &ObservationId) -> String {
+    format!("{SUPERSESSION_SK_PREFIX}{old}")
+}
+
 /// The stored rule set of a source (its pointer item).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct StoredRules {
@@ -154,7 +161,7 @@ impl DynamoEvidenceStore {
             with_keys(
                 encode(&record)?,
                 correction_pk(&step.correction_id),
-                &format!("SUP#{}", step.old.observation_id),
+                &supersession_sk(&step.old.observation_id),
                 "supersession",
             ),
             self.table(),
@@ -451,7 +458,8 @@ impl CorrectionStore for DynamoEvidenceStore {
     }
 
     async fn supersessions(&self, id: &str) -> Result<Vec<SupersessionRecord>, StoreError> {
-        self.query_prefix(correction_pk(id), "SUP#").await
+        self.query_prefix(correction_pk(id), SUPERSESSION_SK_PREFIX)
+            .await
     }
 
     async fn sweeps(&self, id: &str) -> Result<Vec<SweepRecord>, StoreError> {

@@ -17,15 +17,18 @@ use std::collections::HashMap;
 
 pub const BY_SOURCE: &str = "by_source";
 
-fn row_pk(tenant: &str, item: &str) -> String {
+/// Partition key of an item's rows: every source's current offer for the item shares it.
+pub fn row_pk(tenant: &str, item: &str) -> String {
     format!("ITEM#{tenant}#{item}")
 }
 
-fn row_sk(source: &SourceRef) -> String {
+/// Sort key of one source's row under its item.
+pub fn row_sk(source: &SourceRef) -> String {
     format!("SRC#{}#{}", source.connector, source.source_account)
 }
 
-fn source_key(source: &SourceRef) -> String {
+/// Partition key of the `by_source` index: every row of one source.
+pub fn source_key(source: &SourceRef) -> String {
     format!(
         "SRC#{}#{}#{}",
         source.tenant, source.connector, source.source_account
@@ -47,17 +50,22 @@ impl DynamoProjectionStore {
     }
 
     fn row(&self, offer: &ProjectedOffer) -> Result<Item, StoreError> {
-        let o = &offer.observation;
-        let source = o.source();
-        let mut item = encode(offer)?;
-        item.insert("pk".into(), s(row_pk(o.tenant.as_str(), &o.item)));
-        item.insert("sk".into(), s(row_sk(&source)));
-        item.insert("entity".into(), s("projection"));
-        item.insert("item".into(), s(&o.item));
-        item.insert("source_key".into(), s(source_key(&source)));
-        item.insert("projected_at".into(), s(Timestamp::now().to_rfc3339()));
-        Ok(item)
+        row_item(offer, Timestamp::now())
     }
+}
+
+/// The stored row of a projected offer, with its keys and index keys.
+pub fn row_item(offer: &ProjectedOffer, projected_at: Timestamp) -> Result<Item, StoreError> {
+    let o = &offer.observation;
+    let source = o.source();
+    let mut item = encode(offer)?;
+    item.insert("pk".into(), s(row_pk(o.tenant.as_str(), &o.item)));
+    item.insert("sk".into(), s(row_sk(&source)));
+    item.insert("entity".into(), s("projection"));
+    item.insert("item".into(), s(&o.item));
+    item.insert("source_key".into(), s(source_key(&source)));
+    item.insert("projected_at".into(), s(projected_at.to_rfc3339()));
+    Ok(item)
 }
 
 #[async_trait]

@@ -1,0 +1,1207 @@
+//! What each delivery, stream batch and read costs, and where it lands. Keys come from the
+//! product's own key functions and item sizes from its own item builders
+//! (`observation_item`, `replay_item`, `run_page_item`, `quarantine_item`, the projection
+//! `row_item`), measured with DynamoDB's size rules.
+
+use crate::tally::{hash_key, Limit, Tally};
+use crate::workload::{item_key, Delivery, Kind, Outcome, World};
+use aws_sdk_dynamodb::types::AttributeValue;
+use feedsafe::aws::corrections::{rules_pk, supersession_sk, SETTLING_PK};
+use feedsafe::aws::dynamo::{
+    commit_marker_pk, correction_pk, item_history_pk, observation_item, observation_pk,
+    open_runs_pk, projection_work_pk, quarantine_item, quarantine_list_pk, quarantine_pk,
+    replay_item, replay_pk, run_page_item, run_pk, source_quarantine_pk,
+};
+use feedsafe::aws::projection_table::{row_item, row_pk, source_key};
+use feedsafe::connector::PayloadFormat;
+use feedsafe::drops::DROPS_PREFIX;
+use feedsafe::fingerprint::{CanonicalizationRule, Fingerprint};
+use feedsafe::hashing::{sha256, sha256_hex};
+use feedsafe::ids::{IdentityStrength, ObservationId, RunId};
+use feedsafe::ingest::{artifact_key, chunk_plan, rejected_key};
+use feedsafe::intake::claim_key;
+use feedsafe::item::CanonicalItem;
+use feedsafe::model::{
+    CorrectionKind, DedupConfidence, Observation, QuarantineEntry, QuarantineKind, ReplayRecord,
+    ReplayState, RunPageRecord, CLAIM_SOURCE_REPORTED, QUARANTINE_OPEN, VERIFICATION_UNVERIFIED,
+};
+use feedsafe::money::Price;
+use feedsafe::projection::{ProjectedOffer, INLINE_BUDGET, WORK_SLICE};
+use feedsafe::timestamp::Timestamp;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+
+pub mod patterns {
+    use crate::tally::Pattern;
+
+    const fn p(store: &'static str, key: &'static str) -> Pattern {
+        Pattern { store, key }
+    }
+    pub const EVIDENCE: &str = "EvidenceTable";
+    pub const GSI1: &str = "EvidenceTable gsi1";
+    pub const GSI2: &str = "EvidenceTable gsi2";
+    pub const PROJECTION: &str = "ProjectionTable";
+    pub const BY_SOURCE: &str = "ProjectionTable by_source";
+    pub const BUCKET: &str = "RawBucket";
+
+    pub const REPLAY: Pattern = p(EVIDENCE, "DLV#{delivery_key}");
+    pub const OBSERVATION: Pattern = p(EVIDENCE, "OBS#{observation_id}");
+    pub const RUN: Pattern = p(EVIDENCE, "RUN#{run_id} (run + pages)");
+    pub const MARKER: Pattern = p(EVIDENCE, "DLVEPOCH#{delivery_key}#{epoch}");
+    pub const WORK: Pattern = p(EVIDENCE, "PROJWORK#{delivery_key}#{epoch}");
+    pub const QUARANTINE: Pattern = p(EVIDENCE, "QUAR#{quarantine_id}");
+    pub const RULES: Pattern = p(EVIDENCE, "CRULES#{tenant}#{connector}#{account}");
+    pub const SOURCE_QUARANTINE: Pattern = p(EVIDENCE, "SRCQ#{tenant}#{connector}#{account}");
+    pub const CONNECTOR: Pattern = p(EVIDENCE, "CONNECTOR#{connector}");
+    pub const CORRECTION: Pattern = p(EVIDENCE, "CORR#{correction_id}");
+    pub const ITEM_HISTORY: Pattern = p(GSI1, "ITEM#{tenant}#{item}");
+    pub const QUARANTINE_LIST: Pattern = p(GSI2, "QUARANTINE#{tenant}");
+    pub const OPEN_RUNS: Pattern = p(GSI2, "RUNS#OPEN#{shard}");
+    pub const SETTLING: Pattern = p(GSI2, "CORRECTIONS#SETTLING");
+    pub const ROWS: Pattern = p(PROJECTION, "ITEM#{tenant}#{item}");
+    pub const SOURCE_ROWS: Pattern = p(BY_SOURCE, crate::cost::SOURCE_KEY_PATTERN);
+    pub const RAW: Pattern = p(BUCKET, "raw/{tenant}/{connector}/");
+    pub const REJECTED: Pattern = p(BUCKET, "rejected/{tenant}/");
+    pub const CLAIMS: Pattern = p(BUCKET, "claims/{tenant}/{connector}/");
+    pub const DROPS: Pattern = p(BUCKET, "drops/{connector}/");
+}
+use patterns as pat;
+
+/// How the `by_source` partition key reads in the report.
+pub const SOURCE_KEY_PATTERN: &str = "SRC#{tenant}#{connector}#{account}";
+
+const DB: Limit = Limit::DynamoPartition;
+const S3: Limit = Limit::S3Prefix;
+
+/// Latencies (milliseconds) of one request as seen from a Lambda in the same region: typical
+/// published p50 figures, not measurements (DynamoDB Local and moto are far slower).
+pub mod latency {
+    pub const S3_PUT: f64 = 25.0;
+    pub const S3_GET: f64 = 15.0;
+    /// Transfer, per KiB of an S3 body (about 100 MB/s).
+    pub const S3_PER_KIB: f64 = 0.01;
+    pub const GET_ITEM: f64 = 4.0;
+    pub const WRITE_ITEM: f64 = 6.0;
+    pub const TRANSACTION: f64 = 10.0;
+    pub const TRANSACTION_PER_ACTION: f64 = 0.3;
+    pub const QUERY: f64 = 8.0;
+    pub const BATCH: f64 = 8.0;
+    /// Parse, canonicalize and hash, per KiB of body.
+    pub const CPU_PER_KIB: f64 = 0.02;
+    pub const CPU_BASE: f64 = 1.0;
+    /// Webhook function: verify a signature and send one SQS message.
+    pub const WEBHOOK: f64 = 30.0;
+    /// Query function: one read route.
+    pub const QUERY_ROUTE: f64 = 25.0;
+}
+
+/// Sizes of the small records the simulation does not build (bytes; each is under 1 KB).
+const RULES_BYTES: usize = 3_500;
+const RUN_ITEM_BYTES: usize = 500;
+const SMALL_RECORD_BYTES: usize = 300;
+/// The projector's read-to-write gap on a row: a write lands in it -> the conditional put loses.
+const RACE_WINDOW_SECONDS: f64 = 0.015;
+const HISTORY_PAGE: usize = 50;
+
+/// DynamoDB's size of an attribute value (docs: "Item sizes and formats").
+fn value_size(v: &AttributeValue) -> usize {
+    match v {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(n) => {
+            let digits = n.trim_start_matches('-').replace('.', "");
+            let significant = digits.trim_start_matches('0').trim_end_matches('0').len();
+            significant.div_ceil(2) + 1
+        }
+        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+        AttributeValue::L(items) => 3 + items.iter().map(|i| 1 + value_size(i)).sum::<usize>(),
+        AttributeValue::M(map) => {
+            3 + map
+                .iter()
+                .map(|(k, v)| 1 + k.len() + value_size(v))
+                .sum::<usize>()
+        }
+        AttributeValue::Ss(set) => set.iter().map(String::len).sum(),
+        AttributeValue::Ns(set) => set.len() * 8,
+        _ => 0,
+    }
+}
+
+pub fn item_size(item: &HashMap<String, AttributeValue>) -> usize {
+    item.iter().map(|(k, v)| k.len() + value_size(v)).sum()
+}
+
+/// Write units of a write of `bytes` (1 per KB, at least 1).
+pub fn wcu(bytes: usize) -> f64 {
+    bytes.div_ceil(1024).max(1) as f64
+}
+
+/// Read units of reading `bytes` (1 per 4 KB; half for an eventually consistent read).
+pub fn rcu(bytes: usize, consistent: bool) -> f64 {
+    let units = bytes.div_ceil(4096).max(1) as f64;
+    if consistent {
+        units
+    } else {
+        units / 2.0
+    }
+}
+
+/// The part of an S3 key before its first content-derived component: S3 cannot spread one
+/// supplier's requests below it until it has split the keyspace under it.
+fn s3_stem(key: &str, components: usize) -> String {
+    let mut out = String::new();
+    for part in key.split('/').take(components) {
+        out.push_str(part);
+        out.push('/');
+    }
+    out
+}
+
+fn price() -> Price {
+    Price::parse("820.00").unwrap_or_else(|e| panic!("a literal price parses: {e}"))
+}
+
+/// The stream record of an evidence-table write the projector's filter lets through.
+#[derive(Debug, Clone)]
+pub struct StreamRecord {
+    pub at: f64,
+    /// Hash of the record's table partition key: its stream shard and its concurrent batch.
+    pub partition: u64,
+    pub change: Change,
+}
+
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// An observation's INSERT (unstaged: a candidate; staged: not committed yet).
+    Observation {
+        delivery: u32,
+        row: u32,
+    },
+    /// A replay record written or counted that means nothing to the projection.
+    Replay,
+    /// A staged delivery's record reached COMMITTED.
+    Committed {
+        delivery: u32,
+    },
+    /// A projection work record (a slice of a committed delivery).
+    Work {
+        delivery: u32,
+        start: u32,
+        end: u32,
+        deferrals: u32,
+    },
+    RunPage {
+        run: RunId,
+    },
+}
+
+/// What the projector needs to know about a stored delivery.
+struct Stored {
+    supplier: usize,
+    key: String,
+    rows: Vec<usize>,
+    staged: bool,
+    run: Option<RunId>,
+}
+
+#[derive(Default, Debug, Clone)]
+pub struct LambdaLoad {
+    /// Seconds of ingest work started in the window (Little's law: over the window's length,
+    /// the mean concurrency).
+    pub ingest_busy: f64,
+    pub ingest_longest: f64,
+    pub ingest_messages: usize,
+    pub webhooks: usize,
+    pub reads: usize,
+    pub projector_busy: f64,
+    pub projector_batches: usize,
+    pub projector_records: usize,
+    pub projector_processors: usize,
+    /// The busiest concurrent batch processor's share of the window spent working.
+    pub projector_busiest_utilisation: f64,
+    pub projector_lag_seconds: f64,
+    pub lost_races: usize,
+    pub largest_replay_record: usize,
+}
+
+pub struct Sim<'w> {
+    pub world: &'w World,
+    pub tally: Tally,
+    pub load: LambdaLoad,
+    pub stream: Vec<StreamRecord>,
+    stored: Vec<Stored>,
+    /// Per supplier: the size of one of its observation items and of one of its rows.
+    sizes: HashMap<usize, (usize, usize)>,
+    rows: HashMap<u64, u32>,
+    row_keys: Vec<RowKeys>,
+    epoch_time: Timestamp,
+    seen_runs: HashSet<RunId>,
+}
+
+impl<'w> Sim<'w> {
+    pub fn new(world: &'w World) -> Self {
+        Self {
+            world,
+            tally: Tally::default(),
+            load: LambdaLoad::default(),
+            stream: Vec::new(),
+            stored: Vec::new(),
+            sizes: HashMap::new(),
+            rows: HashMap::new(),
+            row_keys: Vec::new(),
+            epoch_time: Timestamp::parse("2026-12-01T08:00:00Z")
+                .unwrap_or_else(|e| panic!("a literal timestamp parses: {e}")),
+            seen_runs: HashSet::new(),
+        }
+    }
+
+    fn observation(
+        &self,
+        d: &Delivery,
+        row: usize,
+        staged: bool,
+        artifact: &str,
+        sha: &str,
+    ) -> Observation {
+        let supplier = &self.world.suppliers[d.supplier];
+        let item = item_key(supplier.tenant_index, d.rows[row]);
+        let canonical = CanonicalItem::parse_key(&item)
+            .unwrap_or_else(|e| panic!("a generated item key parses: {e}"));
+        Observation {
+            observation_id: ObservationId::derive(&d.key, 0, row),
+            tenant: supplier.tenant.clone(),
+            canonical_item: canonical.clone(),
+            connector: supplier.connector.clone(),
+            source_account: supplier.account.clone(),
+            source_record: canonical.part_number.clone(),
+            delivery_key: d.key.as_string(),
+            identity_strength: IdentityStrength::Source,
+            epoch: 0,
+            row_index: row as u32,
+            quantity: 6,
+            quantity_basis: "each".into(),
+            price: price(),
+            currency: "EUR".into(),
+            observed_at: self.epoch_time,
+            retrieved_at: self.epoch_time,
+            run_id: match &d.kind {
+                Kind::Page { run, .. } => Some(run.clone()),
+                _ => None,
+            },
+            artifact_key: artifact.to_owned(),
+            artifact_sha256: sha.to_owned(),
+            dedup_confidence: DedupConfidence::WithinHorizon,
+            staged,
+            claim: CLAIM_SOURCE_REPORTED.into(),
+            verification: VERIFICATION_UNVERIFIED.into(),
+            superseded_by: None,
+            supersedes: None,
+            correction_id: None,
+            normalized_item: Some(item.clone()),
+            recorded_at: Some(self.epoch_time),
+            future_dated: false,
+            item,
+        }
+    }
+
+    fn record(&self, d: &Delivery, artifact: &str, sha: &str) -> ReplayRecord {
+        let supplier = &self.world.suppliers[d.supplier];
+        let chunks = chunk_plan(d.rows.len()).len() as u32;
+        let fingerprint = Fingerprint {
+            rule: CanonicalizationRule::JsonV1,
+            sha256_hex: sha.to_owned(),
+        };
+        ReplayRecord {
+            delivery_key: d.key.as_string(),
+            tenant: supplier.tenant.clone(),
+            connector: supplier.connector.clone(),
+            source_account: supplier.account.clone(),
+            source_delivery_id: d.key.source_delivery_id.clone(),
+            identity_strength: IdentityStrength::Source,
+            identity_basis: "cloud_event".into(),
+            state: if chunks > 1 {
+                ReplayState::Pending
+            } else {
+                ReplayState::Committed
+            },
+            fingerprint,
+            payload_format: PayloadFormat::AcmeExportV1,
+            payload_sha256: sha.to_owned(),
+            artifact_key: artifact.to_owned(),
+            content_type: "application/json".into(),
+            observation_ids: (0..d.rows.len())
+                .map(|i| ObservationId::derive(&d.key, 0, i))
+                .collect(),
+            chunks_total: chunks,
+            chunks_done: 1,
+            epoch: 0,
+            attempts: 1,
+            first_attempt_at: self.epoch_time,
+            last_attempt_at: self.epoch_time,
+            retrieved_at: self.epoch_time,
+            committed_at: (chunks == 1).then_some(self.epoch_time),
+            expires_at: self.epoch_time.unix_seconds() + 30 * 86_400,
+            run: match &d.kind {
+                Kind::Page {
+                    run,
+                    page,
+                    page_count,
+                } => Some(feedsafe::envelope::RunPage {
+                    run_id: run.clone(),
+                    page: *page,
+                    page_count: Some(*page_count),
+                }),
+                _ => None,
+            },
+            dedup_confidence: DedupConfidence::WithinHorizon,
+            previous_epoch: None,
+        }
+    }
+
+    fn replay_bytes(&mut self, record: &ReplayRecord) -> usize {
+        let bytes = item_size(
+            &replay_item(record).unwrap_or_else(|e| panic!("a replay record encodes: {e}")),
+        );
+        self.load.largest_replay_record = self.load.largest_replay_record.max(bytes);
+        bytes
+    }
+
+    /// One delivery through the ingest function: every request, in order, at the time it is
+    /// sent.
+    pub fn ingest(&mut self, d: &Delivery) {
+        use latency::*;
+        let world = self.world;
+        let supplier = &world.suppliers[d.supplier];
+        let body = d.body_bytes(&world.params);
+        let kib = body as f64 / 1024.0;
+        let mut t = d.at + (CPU_BASE + CPU_PER_KIB * kib) / 1000.0;
+        let key_text = d.key.as_string();
+        self.load.ingest_messages += 1;
+        if matches!(d.kind, Kind::Webhook) {
+            self.load.webhooks += 1;
+        }
+        // The poller recorded the run before enqueuing its first page.
+        if let Kind::Page { run, .. } = &d.kind {
+            if d.outcome == Outcome::Fresh && self.seen_runs.insert(run.clone()) {
+                let at = (d.at - 0.5).max(0.0);
+                self.tally
+                    .write(pat::RUN, DB, &run_pk(run.as_str()), at, wcu(RUN_ITEM_BYTES));
+                self.tally.write(
+                    pat::OPEN_RUNS,
+                    DB,
+                    &open_runs_pk(run.as_str()),
+                    at,
+                    wcu(RUN_ITEM_BYTES),
+                );
+            }
+        }
+        // The body: inline, claim-checked by its producer, or a dropped file.
+        match &d.kind {
+            Kind::Drop { file } => {
+                let key = format!("{DROPS_PREFIX}{}/{file}", supplier.connector);
+                // The supplier's own upload, then ingest's read.
+                self.tally
+                    .write(pat::DROPS, S3, &s3_stem(&key, 2), d.at, 1.0);
+                self.tally.read(pat::DROPS, S3, &s3_stem(&key, 2), t, 1.0);
+                t += (S3_GET + S3_PER_KIB * kib) / 1000.0;
+            }
+            _ if body > feedsafe::envelope::MAX_INLINE_BODY_BYTES => {
+                let key = claim_key(&d.key, &sha256_hex(key_text.as_bytes()));
+                self.tally
+                    .write(pat::CLAIMS, S3, &s3_stem(&key, 3), d.at, 1.0);
+                self.tally.read(pat::CLAIMS, S3, &s3_stem(&key, 3), t, 1.0);
+                t += (S3_GET + S3_PER_KIB * kib) / 1000.0;
+            }
+            _ => {}
+        }
+        // A payload digest that differs for a mismatch (another payload under the same key).
+        let sha = sha256_hex(
+            format!(
+                "{key_text}\n{}",
+                if d.outcome == Outcome::Mismatch {
+                    "changed"
+                } else {
+                    "original"
+                }
+            )
+            .as_bytes(),
+        );
+        if d.outcome == Outcome::Rejected {
+            let message = sha256_hex(format!("message\n{key_text}").as_bytes());
+            let evidence = rejected_key(supplier.tenant.as_str(), &message);
+            self.tally
+                .write(pat::REJECTED, S3, &s3_stem(&evidence, 2), t, 1.0);
+            t += (S3_PUT + S3_PER_KIB * kib) / 1000.0;
+            let entry = quarantine(d, &evidence, &message, None, self.epoch_time);
+            self.put_quarantine(&entry, t);
+            t += WRITE_ITEM / 1000.0;
+            self.finish_ingest(d, t);
+            return;
+        }
+        let artifact = artifact_key(&d.key, &sha);
+        self.tally
+            .write(pat::RAW, S3, &s3_stem(&artifact, 3), t, 1.0);
+        t += (S3_PUT + S3_PER_KIB * kib) / 1000.0;
+        let replay = replay_pk(&key_text);
+        let partition = hash_key(&replay);
+        match d.outcome {
+            Outcome::Replay => {
+                // 412 on the artifact, then one conditional UpdateItem counts the attempt.
+                let record = self.record(d, &artifact, &sha);
+                let bytes = self.replay_bytes(&record);
+                self.tally.write(pat::REPLAY, DB, &replay, t, wcu(bytes));
+                t += WRITE_ITEM / 1000.0;
+                self.stream.push(StreamRecord {
+                    at: t,
+                    partition,
+                    change: Change::Replay,
+                });
+            }
+            Outcome::Mismatch => {
+                // The create transaction is refused by the record's condition (a refused write
+                // still costs its units), then the quarantine entry.
+                self.tally
+                    .read(pat::RULES, DB, &rules_pk(&supplier.source), t, 1.0);
+                t += GET_ITEM / 1000.0;
+                let record = self.record(d, &artifact, &sha);
+                let bytes = self.replay_bytes(&record);
+                self.tally
+                    .write(pat::REPLAY, DB, &replay, t, 2.0 * wcu(bytes));
+                t += TRANSACTION / 1000.0;
+                let entry = quarantine(d, &artifact, &sha, Some(&record), self.epoch_time);
+                self.put_quarantine(&entry, t);
+                t += WRITE_ITEM / 1000.0;
+            }
+            Outcome::Fresh => t = self.store_fresh(d, &artifact, &sha, t),
+            Outcome::Rejected => unreachable!("handled above"),
+        }
+        self.finish_ingest(d, t);
+    }
+
+    fn finish_ingest(&mut self, d: &Delivery, t: f64) {
+        let duration = t - d.at;
+        self.load.ingest_busy += duration;
+        self.load.ingest_longest = self.load.ingest_longest.max(duration);
+    }
+
+    fn put_quarantine(&mut self, entry: &QuarantineEntry, t: f64) {
+        let bytes =
+            item_size(&quarantine_item(entry).unwrap_or_else(|e| panic!("an entry encodes: {e}")));
+        self.tally.write(
+            pat::QUARANTINE,
+            DB,
+            &quarantine_pk(&entry.quarantine_id),
+            t,
+            wcu(bytes),
+        );
+        self.tally.write(
+            pat::QUARANTINE_LIST,
+            DB,
+            &quarantine_list_pk(&entry.tenant),
+            t,
+            wcu(bytes),
+        );
+    }
+
+    /// The create transaction, then (staged) one transaction per further chunk.
+    fn store_fresh(&mut self, d: &Delivery, artifact: &str, sha: &str, mut t: f64) -> f64 {
+        use latency::*;
+        let supplier = &self.world.suppliers[d.supplier];
+        let key_text = d.key.as_string();
+        let replay = replay_pk(&key_text);
+        self.tally
+            .read(pat::RULES, DB, &rules_pk(&supplier.source), t, 1.0);
+        t += GET_ITEM / 1000.0;
+        let plan = chunk_plan(d.rows.len());
+        let staged = plan.len() > 1;
+        let mut record = self.record(d, artifact, sha);
+        let observation_bytes = item_size(
+            &observation_item(&self.observation(d, 0, staged, artifact, sha))
+                .unwrap_or_else(|e| panic!("an observation encodes: {e}")),
+        );
+        let row_bytes = {
+            let observation = self.observation(d, 0, staged, artifact, sha);
+            let offer = ProjectedOffer {
+                basis: observation.basis(),
+                observation,
+                source_quarantined: false,
+            };
+            item_size(
+                &row_item(&offer, self.epoch_time)
+                    .unwrap_or_else(|e| panic!("a projection row encodes: {e}")),
+            )
+        };
+        let run = match &d.kind {
+            Kind::Page { run, .. } => Some(run.clone()),
+            _ => None,
+        };
+        let delivery = self.stored.len() as u32;
+        let chunks = plan.len();
+        for (chunk, rows) in plan.into_iter().enumerate() {
+            let last = chunk + 1 == chunks;
+            let before = self.replay_bytes(&record);
+            record.chunks_done = chunk as u32 + 1;
+            if last {
+                record.state = ReplayState::Committed;
+                record.committed_at = Some(self.epoch_time);
+            }
+            // A Put of the record first; an Update (billed on the larger image) after.
+            let after = self.replay_bytes(&record);
+            self.tally
+                .write(pat::REPLAY, DB, &replay, t, 2.0 * wcu(before.max(after)));
+            let mut actions = 1 + rows.len();
+            for row in rows {
+                let id = ObservationId::derive(&d.key, 0, row);
+                let pk = observation_pk(id.as_str());
+                self.tally
+                    .write(pat::OBSERVATION, DB, &pk, t, 2.0 * wcu(observation_bytes));
+                let item = item_key(supplier.tenant_index, d.rows[row]);
+                self.tally.write(
+                    pat::ITEM_HISTORY,
+                    DB,
+                    &item_history_pk(supplier.tenant.as_str(), &item),
+                    t,
+                    wcu(observation_bytes),
+                );
+                self.stream.push(StreamRecord {
+                    at: t,
+                    partition: hash_key(&pk),
+                    change: Change::Observation {
+                        delivery,
+                        row: row as u32,
+                    },
+                });
+            }
+            if last {
+                if let Kind::Page {
+                    run,
+                    page,
+                    page_count,
+                } = &d.kind
+                {
+                    let page_record = RunPageRecord {
+                        run_id: run.clone(),
+                        tenant: supplier.tenant.clone(),
+                        connector: supplier.connector.clone(),
+                        page: *page,
+                        page_count: Some(*page_count),
+                        delivery_key: key_text.clone(),
+                        epoch: 0,
+                        observation_count: d.rows.len() as u32,
+                        committed_at: self.epoch_time,
+                    };
+                    let bytes = item_size(
+                        &run_page_item(&page_record)
+                            .unwrap_or_else(|e| panic!("a page record encodes: {e}")),
+                    );
+                    let pk = run_pk(run.as_str());
+                    self.tally.write(pat::RUN, DB, &pk, t, 2.0 * wcu(bytes));
+                    self.stream.push(StreamRecord {
+                        at: t,
+                        partition: hash_key(&pk),
+                        change: Change::RunPage { run: run.clone() },
+                    });
+                    actions += 1;
+                }
+                if staged {
+                    self.tally.write(
+                        pat::MARKER,
+                        DB,
+                        &commit_marker_pk(&key_text, 0),
+                        t,
+                        2.0 * wcu(SMALL_RECORD_BYTES),
+                    );
+                    actions += 1;
+                }
+            }
+            self.stream.push(StreamRecord {
+                at: t,
+                partition: hash_key(&replay),
+                change: if last && staged {
+                    Change::Committed { delivery }
+                } else {
+                    Change::Replay
+                },
+            });
+            t += (TRANSACTION + TRANSACTION_PER_ACTION * actions as f64) / 1000.0;
+        }
+        self.sizes
+            .insert(d.supplier, (observation_bytes, row_bytes));
+        self.stored.push(Stored {
+            supplier: d.supplier,
+            key: key_text,
+            rows: d.rows.clone(),
+            staged,
+            run,
+        });
+        t
+    }
+
+    /// Readers: offers, history and single observations of popular items, at `scale` times the
+    /// peak reader rates.
+    pub fn reads_scaled(&mut self, rng: &mut crate::rng::Rng, seconds: f64, scale: f64) {
+        let world = self.world;
+        let p = &world.params;
+        let sample_obs = 1_100;
+        let sample_row = 1_800;
+        let per_second =
+            p.offers_reads_per_second + p.history_reads_per_second + p.observation_reads_per_second;
+        for _ in 0..(per_second * seconds * scale).round() as usize {
+            let at = rng.unit() * seconds;
+            let s = world.pick_supplier(rng);
+            let supplier = &world.suppliers[s];
+            let index = supplier.popular_item(rng);
+            let item = item_key(supplier.tenant_index, index);
+            let tenant = supplier.tenant.as_str();
+            let sources: Vec<usize> = world.sources_of(supplier.tenant_index, index).collect();
+            let kind = rng.unit() * per_second;
+            if kind < p.offers_reads_per_second {
+                self.tally.read(
+                    pat::ROWS,
+                    DB,
+                    &row_pk(tenant, &item),
+                    at,
+                    rcu(sources.len() * sample_row, true),
+                );
+            } else if kind < p.offers_reads_per_second + p.history_reads_per_second {
+                self.tally.read(
+                    pat::ITEM_HISTORY,
+                    DB,
+                    &item_history_pk(tenant, &item),
+                    at,
+                    rcu(HISTORY_PAGE * sample_obs, false),
+                );
+            } else {
+                let id = ObservationId::derive_for(&format!("{tenant}/{item}"), 0, 0);
+                self.tally
+                    .read(pat::OBSERVATION, DB, &observation_pk(id.as_str()), at, 1.0);
+            }
+            // Every route checks the live quarantine and rules of each source it shows.
+            for source in sources {
+                let source = &world.suppliers[source].source;
+                self.tally.read(
+                    pat::SOURCE_QUARANTINE,
+                    DB,
+                    &source_quarantine_pk(source),
+                    at,
+                    1.0,
+                );
+                self.tally.read(pat::RULES, DB, &rules_pk(source), at, 1.0);
+            }
+            self.load.reads += 1;
+        }
+    }
+
+    /// An operator corrects one of supplier 0's popular parts, whose history holds
+    /// `corrected_history` observations: the correction's transaction, then its sweep (one
+    /// transaction of 25 re-attributions after another, as `Reattributor::reattribute` does).
+    pub fn correction(&mut self, at: f64) {
+        use latency::*;
+        let world = self.world;
+        let supplier = &world.suppliers[0];
+        let tenant = supplier.tenant.as_str();
+        let from = item_key(0, 1);
+        let to = CanonicalItem::new("P0000-0000001", Some("B"), None, None)
+            .unwrap_or_else(|e| panic!("a literal part is valid: {e}"));
+        let id = feedsafe::corrections::correction_id(
+            &supplier.source,
+            &from,
+            &to,
+            CorrectionKind::Correct,
+            None,
+        );
+        let corr = correction_pk(&id);
+        let mut t = at;
+        self.tally.write(
+            pat::CORRECTION,
+            DB,
+            &corr,
+            t,
+            2.0 * 2.0 * wcu(SMALL_RECORD_BYTES),
+        );
+        self.tally.write(
+            pat::RULES,
+            DB,
+            &rules_pk(&supplier.source),
+            t,
+            2.0 * wcu(RULES_BYTES),
+        );
+        self.tally
+            .write(pat::SETTLING, DB, SETTLING_PK, t, wcu(SMALL_RECORD_BYTES));
+        t += (TRANSACTION + 3.0 * TRANSACTION_PER_ACTION) / 1000.0;
+        let observation_bytes = 1_100;
+        let per_page = (1 << 20) / observation_bytes;
+        let history = world.params.corrected_history;
+        let group = feedsafe::corrections::REATTRIBUTION_GROUP;
+        for start in (0..history).step_by(group) {
+            if start % per_page < group {
+                self.tally.read(
+                    pat::ITEM_HISTORY,
+                    DB,
+                    &item_history_pk(tenant, &from),
+                    t,
+                    rcu(per_page.min(history - start) * observation_bytes, false),
+                );
+                t += QUERY / 1000.0;
+            }
+            let moves = group.min(history - start);
+            for m in 0..moves {
+                let old = ObservationId::derive_for(&format!("{tenant}/history"), 0, start + m);
+                let new = ObservationId::derive_superseding(&old, &id);
+                self.tally.write(
+                    pat::OBSERVATION,
+                    DB,
+                    &observation_pk(new.as_str()),
+                    t,
+                    2.0 * wcu(observation_bytes),
+                );
+                self.tally.write(
+                    pat::ITEM_HISTORY,
+                    DB,
+                    &item_history_pk(tenant, &to.key()),
+                    t,
+                    wcu(observation_bytes),
+                );
+                self.tally.write(
+                    pat::OBSERVATION,
+                    DB,
+                    &observation_pk(old.as_str()),
+                    t,
+                    2.0 * wcu(observation_bytes),
+                );
+                self.tally.write(
+                    pat::ITEM_HISTORY,
+                    DB,
+                    &item_history_pk(tenant, &from),
+                    t,
+                    wcu(observation_bytes),
+                );
+                debug_assert!(supersession_sk(&old).starts_with("SUP#"));
+                self.tally
+                    .write(pat::CORRECTION, DB, &corr, t, 2.0 * wcu(SMALL_RECORD_BYTES));
+            }
+            t += (TRANSACTION + TRANSACTION_PER_ACTION * 3.0 * moves as f64) / 1000.0;
+        }
+    }
+
+    /// An operator lifts supplier 0's source quarantine: the state and its event in one
+    /// transaction; the projector then lists the source's rows from `by_source`, one 1 MB page
+    /// after another (`items_of_source`). The recomputation of those rows is not modelled.
+    pub fn quarantine_lift(&mut self, at: f64) {
+        use latency::*;
+        let world = self.world;
+        let supplier = &world.suppliers[0];
+        let mut t = at;
+        self.tally.write(
+            pat::SOURCE_QUARANTINE,
+            DB,
+            &source_quarantine_pk(&supplier.source),
+            t,
+            2.0 * 2.0 * wcu(SMALL_RECORD_BYTES),
+        );
+        t += 0.1;
+        let row_bytes = 1_800;
+        let rows = supplier.len;
+        let per_page = (1 << 20) / row_bytes;
+        for (key, count) in source_partitions(&supplier.source, rows) {
+            let mut left = count;
+            while left > 0 {
+                let page = left.min(per_page);
+                self.tally
+                    .read(pat::SOURCE_ROWS, DB, &key, t, rcu(page * row_bytes, false));
+                t += (QUERY + S3_PER_KIB * (page * row_bytes) as f64 / 1024.0) / 1000.0;
+                left -= page;
+            }
+        }
+    }
+
+    /// The projector over the window's stream: records are spread over `shards` stream shards
+    /// and, within a shard, over `factor` concurrent batches by partition key (as the event
+    /// source does with a parallelization factor); each batch is at most 100 records polled in
+    /// one 250 ms slot, or whatever has arrived when its processor is free again.
+    pub fn project(&mut self, shards: usize, factor: usize, window: f64) {
+        let processors = shards * factor;
+        self.load.projector_processors = processors;
+        let mut queues: Vec<Vec<StreamRecord>> = vec![Vec::new(); processors];
+        for record in std::mem::take(&mut self.stream) {
+            queues[processor_of(record.partition, shards, factor)].push(record);
+        }
+        let mut busy_until = vec![0.0f64; processors];
+        let mut writes: Vec<Write> = Vec::new();
+        let mut batch_id = 0u32;
+        let mut busiest = 0.0f64;
+        let mut lag = 0.0f64;
+        let mut busy_per_processor = vec![0.0f64; processors];
+        while queues.iter().any(|q| !q.is_empty()) {
+            let mut spawned: Vec<StreamRecord> = Vec::new();
+            for (p, queue) in queues.iter_mut().enumerate() {
+                queue.sort_by(|a, b| a.at.total_cmp(&b.at));
+                let mut heap: BinaryHeap<std::cmp::Reverse<Pending>> = std::mem::take(queue)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, r)| std::cmp::Reverse(Pending(r.at, i, r)))
+                    .collect();
+                while let Some(std::cmp::Reverse(first)) = heap.pop() {
+                    let slot_end = (first.0 / 0.25).floor() * 0.25 + 0.25;
+                    let start = busy_until[p].max(slot_end);
+                    let mut batch = vec![first.2];
+                    while batch.len() < 100 {
+                        match heap.peek() {
+                            Some(std::cmp::Reverse(next)) if next.0 <= start => {
+                                if let Some(std::cmp::Reverse(next)) = heap.pop() {
+                                    batch.push(next.2);
+                                }
+                            }
+                            _ => break,
+                        }
+                    }
+                    lag = lag.max(start - batch[0].at);
+                    batch_id += 1;
+                    let (duration, more) = self.batch(&batch, start, batch_id, &mut writes);
+                    self.load.projector_batches += 1;
+                    self.load.projector_records += batch.len();
+                    busy_until[p] = start + duration;
+                    busy_per_processor[p] += duration;
+                    self.load.projector_busy += duration;
+                    spawned.extend(more);
+                }
+            }
+            for record in spawned {
+                queues[processor_of(record.partition, shards, factor)].push(record);
+            }
+        }
+        for busy in busy_per_processor {
+            busiest = busiest.max(busy / window);
+        }
+        self.load.projector_busiest_utilisation = busiest;
+        self.load.projector_lag_seconds = lag;
+        self.lost_races(writes);
+    }
+
+    /// One stream batch, as `Projector::apply_batch` runs it. Returns its duration and the
+    /// work records it writes.
+    fn batch(
+        &mut self,
+        batch: &[StreamRecord],
+        start: f64,
+        id: u32,
+        writes: &mut Vec<Write>,
+    ) -> (f64, Vec<StreamRecord>) {
+        use latency::*;
+        let world = self.world;
+        let mut t = start + 0.002;
+        let mut spawned = Vec::new();
+        let mut runs: BTreeSet<&str> = BTreeSet::new();
+        let mut candidates: Vec<(u32, u32)> = Vec::new();
+        let mut budget = INLINE_BUDGET;
+        let mut sliced = false;
+        for record in batch {
+            match &record.change {
+                Change::Replay => {}
+                Change::RunPage { run } => {
+                    runs.insert(run.as_str());
+                }
+                Change::Observation { delivery, row } => {
+                    budget = budget.saturating_sub(1);
+                    candidates.push((*delivery, *row));
+                }
+                Change::Committed { delivery } => {
+                    let stored = &self.stored[*delivery as usize];
+                    let count = stored.rows.len() as u32;
+                    if count <= budget {
+                        budget -= count;
+                        candidates.extend((0..count).map(|r| (*delivery, r)));
+                    } else {
+                        // Split into work records (one read of the first observation, one
+                        // batch write), each projected from its own stream record.
+                        let first = ObservationId::derive_for(&stored.key, 0, 0);
+                        self.tally.read(
+                            pat::OBSERVATION,
+                            DB,
+                            &observation_pk(first.as_str()),
+                            t,
+                            1.0,
+                        );
+                        let pk = projection_work_pk(&stored.key, 0);
+                        for slice in (0..count).step_by(WORK_SLICE as usize) {
+                            self.tally
+                                .write(pat::WORK, DB, &pk, t, wcu(SMALL_RECORD_BYTES));
+                            spawned.push(StreamRecord {
+                                at: t + 0.1,
+                                partition: hash_key(&pk),
+                                change: Change::Work {
+                                    delivery: *delivery,
+                                    start: slice,
+                                    end: (slice + WORK_SLICE).min(count),
+                                    deferrals: 0,
+                                },
+                            });
+                        }
+                        t += (GET_ITEM + BATCH) / 1000.0;
+                    }
+                }
+                Change::Work {
+                    delivery,
+                    start: from,
+                    end,
+                    deferrals,
+                } => {
+                    let size = end - from;
+                    if size <= budget || !sliced {
+                        sliced = true;
+                        budget = budget.saturating_sub(size);
+                        candidates.extend((*from..*end).map(|r| (*delivery, r)));
+                    } else {
+                        let pk = projection_work_pk(&self.stored[*delivery as usize].key, 0);
+                        self.tally
+                            .write(pat::WORK, DB, &pk, t, wcu(SMALL_RECORD_BYTES));
+                        spawned.push(StreamRecord {
+                            at: t + 0.1,
+                            partition: record.partition,
+                            change: Change::Work {
+                                delivery: *delivery,
+                                start: *from,
+                                end: *end,
+                                deferrals: deferrals + 1,
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        for run in &runs {
+            self.tally
+                .write(pat::RUN, DB, &run_pk(run), t, wcu(RUN_ITEM_BYTES));
+            t += WRITE_ITEM / 1000.0;
+        }
+        // Fresh copies of every candidate (consistent BatchGetItem).
+        for (delivery, row) in &candidates {
+            let stored = &self.stored[*delivery as usize];
+            let id = ObservationId::derive_for(&stored.key, 0, *row as usize);
+            self.tally
+                .read(pat::OBSERVATION, DB, &observation_pk(id.as_str()), t, 1.0);
+        }
+        t += BATCH * candidates.len().div_ceil(100) as f64 / 1000.0;
+        // Eligibility, one read per value and batch. A staged observation's own INSERT is not
+        // committed yet (its commit record or work slice projects it): it costs its marker and
+        // rules reads, and is dropped.
+        let mut sources: BTreeSet<usize> = BTreeSet::new();
+        let mut markers: BTreeSet<u32> = BTreeSet::new();
+        let mut connectors: BTreeSet<usize> = BTreeSet::new();
+        let mut keys: BTreeSet<(usize, usize, usize)> = BTreeSet::new();
+        let own_insert: HashSet<(u32, u32)> = batch
+            .iter()
+            .filter_map(|r| match r.change {
+                Change::Observation { delivery, row } => Some((delivery, row)),
+                _ => None,
+            })
+            .collect();
+        for (delivery, row) in &candidates {
+            let stored = &self.stored[*delivery as usize];
+            sources.insert(stored.supplier);
+            if stored.staged {
+                markers.insert(*delivery);
+                if own_insert.contains(&(*delivery, *row)) {
+                    continue;
+                }
+            }
+            if stored.run.is_some() {
+                connectors.insert(stored.supplier);
+            }
+            let tenant = world.suppliers[stored.supplier].tenant_index;
+            keys.insert((tenant, stored.rows[*row as usize], stored.supplier));
+        }
+        for delivery in &markers {
+            let key = &self.stored[*delivery as usize].key;
+            self.tally
+                .read(pat::MARKER, DB, &commit_marker_pk(key, 0), t, 1.0);
+        }
+        for s in &connectors {
+            let connector = &world.suppliers[*s].connector;
+            self.tally.read(
+                pat::CONNECTOR,
+                DB,
+                &feedsafe::aws::dynamo::connector_pk(connector.as_str()),
+                t,
+                1.0,
+            );
+        }
+        let key_sources: BTreeSet<usize> = keys.iter().map(|k| k.2).collect();
+        for s in &sources {
+            let source = &world.suppliers[*s].source;
+            self.tally.read(pat::RULES, DB, &rules_pk(source), t, 1.0);
+            if key_sources.contains(s) {
+                self.tally.read(
+                    pat::SOURCE_QUARANTINE,
+                    DB,
+                    &source_quarantine_pk(source),
+                    t,
+                    1.0,
+                );
+            }
+        }
+        let eligibility_reads = markers.len() + connectors.len() + 2 * sources.len();
+        t += GET_ITEM * eligibility_reads.div_ceil(16) as f64 / 1000.0;
+        // The current rows (consistent BatchGetItem), then one conditional put per key.
+        let read_at = t;
+        t += BATCH * keys.len().div_ceil(100) as f64 / 1000.0;
+        for (i, (tenant, item, supplier)) in keys.iter().enumerate() {
+            let source = &world.suppliers[*supplier];
+            let item = item_key(*tenant, *item);
+            let pk = row_pk(source.tenant.as_str(), &item);
+            let by_source = source_partition(&source.source, &item);
+            let (observation_bytes, bytes) = self.sizes[supplier];
+            self.tally
+                .read(pat::ROWS, DB, &pk, read_at, rcu(bytes, true));
+            let at = t + WRITE_ITEM * (i / 16) as f64 / 1000.0;
+            self.tally.write(pat::ROWS, DB, &pk, at, wcu(bytes));
+            self.tally
+                .write(pat::SOURCE_ROWS, DB, &by_source, at, wcu(bytes));
+            let row = hash_key(&pk) ^ (*supplier as u64).rotate_left(17);
+            let index = *self.rows.entry(row).or_insert_with(|| {
+                self.row_keys.push(RowKeys {
+                    history: item_history_pk(source.tenant.as_str(), &item),
+                    row: pk,
+                    by_source,
+                    observation_bytes,
+                    bytes,
+                });
+                self.row_keys.len() as u32 - 1
+            });
+            writes.push(Write {
+                row,
+                at,
+                read_at,
+                batch: id,
+                index,
+            });
+        }
+        t += WRITE_ITEM * keys.len().div_ceil(16) as f64 / 1000.0;
+        (t - start, spawned)
+    }
+
+    /// A conditional put that loses to another batch's write of the same row (one that lands
+    /// between its read and its write) recomputes the row (`Projector::recompute`): one page
+    /// of the item's history (GSI1, eventually consistent), a consistent read of the row and
+    /// of the winning observation, and, counted conservatively, one more write.
+    fn lost_races(&mut self, mut writes: Vec<Write>) {
+        writes.sort_by(|a, b| a.row.cmp(&b.row).then(a.at.total_cmp(&b.at)));
+        let mut lost = 0;
+        for pair in writes.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if a.row != b.row || a.batch == b.batch || a.at <= b.read_at {
+                continue;
+            }
+            lost += 1;
+            let keys = &self.row_keys[b.index as usize];
+            let t = b.at + latency::WRITE_ITEM / 1000.0;
+            self.tally.read(
+                pat::ITEM_HISTORY,
+                DB,
+                &keys.history,
+                t,
+                rcu(HISTORY_PAGE * keys.observation_bytes, false),
+            );
+            self.tally
+                .read(pat::ROWS, DB, &keys.row, t, rcu(keys.bytes, true));
+            self.tally
+                .write(pat::ROWS, DB, &keys.row, t, wcu(keys.bytes));
+            self.tally
+                .write(pat::SOURCE_ROWS, DB, &keys.by_source, t, wcu(keys.bytes));
+        }
+        self.load.lost_races = lost;
+    }
+}
+
+/// One conditional put of a projection row.
+struct Write {
+    row: u64,
+    at: f64,
+    read_at: f64,
+    batch: u32,
+    index: u32,
+}
+
+/// The keys a projection row's writes and recomputations touch.
+struct RowKeys {
+    row: String,
+    history: String,
+    by_source: String,
+    observation_bytes: usize,
+    bytes: usize,
+}
+
+/// Which concurrent batch processor a partition key goes to.
+fn processor_of(partition: u64, shards: usize, factor: usize) -> usize {
+    let shard = (partition % shards as u64) as usize;
+    let sub = ((partition / shards as u64) % factor as u64) as usize;
+    shard * factor + sub
+}
+
+/// Ordered by arrival, then by sequence (a total order for the heap).
+struct Pending(f64, usize, StreamRecord);
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0 && self.1 == other.1
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
+    }
+}
+
+/// The `by_source` partition a row of `source` for `item` is indexed under.
+pub fn source_partition(source: &feedsafe::model::SourceRef, _item: &str) -> String {
+    source_key(source)
+}
+
+/// Every `by_source` partition of a source with `rows` rows, and how many rows each holds.
+pub fn source_partitions(source: &feedsafe::model::SourceRef, rows: usize) -> Vec<(String, usize)> {
+    vec![(source_key(source), rows)]
+}
+
+fn quarantine(
+    d: &Delivery,
+    evidence: &str,
+    sha: &str,
+    stored: Option<&ReplayRecord>,
+    at: Timestamp,
+) -> QuarantineEntry {
+    let digest = sha256(format!("{}\n{sha}", d.key).as_bytes());
+    QuarantineEntry {
+        quarantine_id: format!(
+            "{}_{}",
+            if stored.is_some() { "q" } else { "r" },
+            feedsafe::hashing::base32_lower(&digest[..16])
+        ),
+        kind: if stored.is_some() {
+            QuarantineKind::Mismatch
+        } else {
+            QuarantineKind::Rejected
+        },
+        reason_code: if stored.is_some() {
+            "replay_payload_mismatch".into()
+        } else {
+            "invalid_row".into()
+        },
+        message: "simulated".into(),
+        tenant: d.key.tenant.to_string(),
+        connector: Some(d.key.connector.to_string()),
+        delivery_key: Some(d.key.as_string()),
+        stored_fingerprint: stored.map(|r| r.fingerprint.clone()),
+        received_fingerprint: stored.map(|r| r.fingerprint.clone()),
+        stored_artifact_key: stored.map(|r| r.artifact_key.clone()),
+        stored_observation_ids: stored.map(|r| r.observation_ids.clone()),
+        evidence_key: evidence.to_owned(),
+        evidence_sha256: sha.to_owned(),
+        first_seen_at: at,
+        status: QUARANTINE_OPEN.into(),
+    }
+}
