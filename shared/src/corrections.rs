@@ -42,6 +42,11 @@ use tracing::{info, warn};
 pub const SETTLE_AFTER_SECONDS: i64 = 60;
 /// Observations re-attributed per transaction (three items each: the copy, the mark, the record).
 pub const REATTRIBUTION_GROUP: usize = 25;
+/// A sweep starts one group at most this often. Every `SUP#` record of a correction shares its
+/// partition key and every re-attribution rewrites two entries of one item's history partition:
+/// ten groups a second keep both near 500 write units a second, half a partition's limit, so a
+/// large correction never throttles the ingest writing to the same item (docs/scale.md).
+pub const REATTRIBUTION_GROUP_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// One re-attribution: `old` (not superseded) moves to `to` under `correction_id`.
 #[derive(Debug, Clone)]
@@ -420,7 +425,10 @@ impl CorrectionService {
             }
         }
         let mut superseded = 0usize;
+        let mut next_group = tokio::time::Instant::now();
         for (group, moves) in found.chunks(REATTRIBUTION_GROUP).enumerate() {
+            tokio::time::sleep_until(next_group).await;
+            next_group = tokio::time::Instant::now() + REATTRIBUTION_GROUP_INTERVAL;
             superseded += self
                 .writes
                 .reattribute(moves, self.clock.now())

@@ -363,6 +363,9 @@ pub const WORK_SLICE: u32 = 500;
 /// larger committed deliveries are split into work slices, and slices beyond the budget are put
 /// back as new work records for a later invocation. At least one slice always runs, so every
 /// batch makes progress, and every batch finishes well within the function's timeout.
+/// Lost conditional writes of one row, each followed by a fresh read of the row, before the
+/// row is settled from the item's history instead.
+pub const LOST_RACE_RETRIES: usize = 3;
 pub const INLINE_BUDGET: u32 = 1_000;
 /// Superseding copies followed from a candidate (a correction of a correction of ...).
 const MAX_SUPERSESSION_CHAIN: usize = 6;
@@ -783,7 +786,11 @@ impl Projector {
 
     /// One key of a batch. A claim that is newer than the current row (or the first one)
     /// replaces it; the row is recomputed from history only when asked (`full`) or when the
-    /// row's own claim is among the candidates and no longer eligible.
+    /// row's own claim is among the candidates and no longer eligible. A conditional write that
+    /// another batch beat reads the row again and decides again the same way (a busy item's row
+    /// is written by many shards at once: settling each lost race from the item's history would
+    /// put those history reads on one index partition, docs/scale.md); only after
+    /// `LOST_RACE_RETRIES` lost races in a row is the row settled from history.
     async fn project_key(
         &self,
         key: &ProjectionKey,
@@ -797,38 +804,44 @@ impl Projector {
         if full {
             return self.recompute(key, &seen(), eligibility).await;
         }
-        let mut best: Option<&Observation> = None;
-        for (candidate, visibility) in candidates {
-            let eligible = *visibility == Visibility::Eligible;
-            if !eligible
-                && current.is_some_and(|c| c.observation.observation_id == candidate.observation_id)
-            {
-                // The current row's own claim lost its eligibility: fall back through history.
-                return self.recompute(key, &seen(), eligibility).await;
+        let mut fresh: Option<ProjectedOffer>;
+        let mut current = current;
+        for _ in 0..=LOST_RACE_RETRIES {
+            let mut best: Option<&Observation> = None;
+            for (candidate, visibility) in candidates {
+                let eligible = *visibility == Visibility::Eligible;
+                if !eligible
+                    && current
+                        .is_some_and(|c| c.observation.observation_id == candidate.observation_id)
+                {
+                    // The current row's own claim lost its eligibility: fall back through history.
+                    return self.recompute(key, &seen(), eligibility).await;
+                }
+                if eligible && best.is_none_or(|b| candidate.basis() > b.basis()) {
+                    best = Some(candidate);
+                }
             }
-            if eligible && best.is_none_or(|b| candidate.basis() > b.basis()) {
-                best = Some(candidate);
+            let Some(best) = best else {
+                return Ok(());
+            };
+            let quarantined = eligibility.source_quarantined(&key.source).await?;
+            let row = offer(best.clone(), quarantined);
+            let written = match current {
+                None => self.projection.replace(&row, None).await?,
+                Some(c) if row.basis > c.basis || (row.basis == c.basis && *c != row) => {
+                    self.projection.replace(&row, Some(&c.basis)).await?
+                }
+                // Older than (or the same as) the current row: nothing to do.
+                Some(_) => true,
+            };
+            if written {
+                return Ok(());
             }
+            // Another batch changed the row meanwhile: decide again against what it wrote.
+            fresh = self.projection.current(key).await?;
+            current = fresh.as_ref();
         }
-        let Some(best) = best else {
-            return Ok(());
-        };
-        let quarantined = eligibility.source_quarantined(&key.source).await?;
-        let row = offer(best.clone(), quarantined);
-        let written = match current {
-            None => self.projection.replace(&row, None).await?,
-            Some(c) if row.basis > c.basis || (row.basis == c.basis && *c != row) => {
-                self.projection.replace(&row, Some(&c.basis)).await?
-            }
-            // Older than (or the same as) the current row: nothing to do.
-            Some(_) => true,
-        };
-        if written {
-            Ok(())
-        } else {
-            // Someone changed the row meanwhile: settle it from history.
-            self.recompute(key, &seen(), eligibility).await
-        }
+        self.recompute(key, &seen(), eligibility).await
     }
 
     /// Recomputes one row from the item's history (plus `seen`, observations known from the

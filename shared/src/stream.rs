@@ -1,6 +1,7 @@
 //! Evidence-table stream records -> `EvidenceChange`. Shared by the projector Lambda (DynamoDB
 //! event source) and the local stack's stream poller, so both see the same meaning.
 
+use crate::aws::dynamo::decode_replay;
 use crate::model::{
     Observation, ProjectionWork, ReplayRecord, ReplayState, Run, RunPageRecord, RunStatus,
     SourceQuarantine,
@@ -40,9 +41,9 @@ pub fn classify(
             EvidenceChange::Observation(Box::new(decode::<Observation>(new_image)?))
         }
         Some("replay") => {
-            let new: ReplayRecord = decode(new_image)?;
+            let new: ReplayRecord = decode_replay(new_image.into())?;
             let was_committed = match old_image.filter(|i| !i.is_empty()) {
-                Some(old) => decode::<ReplayRecord>(old)?.state == ReplayState::Committed,
+                Some(old) => decode_replay(old.into())?.state == ReplayState::Committed,
                 None => false,
             };
             // An unstaged delivery's observations were written in the same transaction as its

@@ -1,6 +1,7 @@
 //! The essay's failure modes for the ingest path.
 
 use acceptance::*;
+use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::connector::ConnectorConfig;
 use feedsafe::fingerprint::CanonicalizationRule;
 use feedsafe::ingest::{IngestOutcome, IngestService};
@@ -416,6 +417,31 @@ async fn a_400_row_page_commits_exactly_400_observations() {
     assert_eq!(
         (record.state, record.chunks_done, record.chunks_total),
         (ReplayState::Committed, 5, 5)
+    );
+    // Every chunk's transaction rewrites the replay record, so it must not grow with the
+    // delivery (docs/scale.md): its ids are derived, not stored.
+    let raw = env
+        .clients
+        .dynamodb
+        .get_item()
+        .table_name(&env.table)
+        .key("pk", AttributeValue::S(format!("DLV#{key}")))
+        .key("sk", AttributeValue::S("REPLAY".into()))
+        .consistent_read(true)
+        .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .expect("read the raw replay item");
+    let units = raw.consumed_capacity().and_then(|c| c.capacity_units());
+    let item = raw.item().expect("the replay item");
+    assert!(
+        !item.contains_key("observation_ids"),
+        "ids stored in the replay item"
+    );
+    assert_eq!(
+        units,
+        Some(1.0),
+        "a 400-row replay item is read in one 4 KB unit"
     );
     let again = replayed(
         ingest(

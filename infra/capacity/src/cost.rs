@@ -12,7 +12,9 @@ use feedsafe::aws::dynamo::{
     open_runs_pk, projection_work_pk, quarantine_item, quarantine_list_pk, quarantine_pk,
     replay_item, replay_pk, run_page_item, run_pk, source_quarantine_pk,
 };
-use feedsafe::aws::projection_table::{row_item, row_pk, source_key};
+use feedsafe::aws::projection_table::{
+    row_item, row_pk, source_key, source_shard_key, SOURCE_SHARDS,
+};
 use feedsafe::connector::PayloadFormat;
 use feedsafe::drops::DROPS_PREFIX;
 use feedsafe::fingerprint::{CanonicalizationRule, Fingerprint};
@@ -67,7 +69,7 @@ pub mod patterns {
 use patterns as pat;
 
 /// How the `by_source` partition key reads in the report.
-pub const SOURCE_KEY_PATTERN: &str = "SRC#{tenant}#{connector}#{account}";
+pub const SOURCE_KEY_PATTERN: &str = "SRC#{tenant}#{connector}#{account}#{shard}";
 
 const DB: Limit = Limit::DynamoPartition;
 const S3: Limit = Limit::S3Prefix;
@@ -98,8 +100,6 @@ pub mod latency {
 const RULES_BYTES: usize = 3_500;
 const RUN_ITEM_BYTES: usize = 500;
 const SMALL_RECORD_BYTES: usize = 300;
-/// The projector's read-to-write gap on a row: a write lands in it -> the conditional put loses.
-const RACE_WINDOW_SECONDS: f64 = 0.015;
 const HISTORY_PAGE: usize = 50;
 
 /// DynamoDB's size of an attribute value (docs: "Item sizes and formats").
@@ -779,7 +779,9 @@ impl<'w> Sim<'w> {
                 self.tally
                     .write(pat::CORRECTION, DB, &corr, t, 2.0 * wcu(SMALL_RECORD_BYTES));
             }
-            t += (TRANSACTION + TRANSACTION_PER_ACTION * 3.0 * moves as f64) / 1000.0;
+            // The sweep starts a group at most every REATTRIBUTION_GROUP_INTERVAL.
+            t += ((TRANSACTION + TRANSACTION_PER_ACTION * 3.0 * moves as f64) / 1000.0)
+                .max(feedsafe::corrections::REATTRIBUTION_GROUP_INTERVAL.as_secs_f64());
         }
     }
 
@@ -799,7 +801,13 @@ impl<'w> Sim<'w> {
             2.0 * 2.0 * wcu(SMALL_RECORD_BYTES),
         );
         t += 0.1;
-        let row_bytes = 1_800;
+        // A keys-only index entry: pk, sk, source_key and item, plus DynamoDB's 100 bytes.
+        let row_bytes = keys_only_bytes(&[
+            &row_pk(supplier.tenant.as_str(), &item_key(0, 0)),
+            "SRC#sup-00000#ACC-00000",
+            &source_partition(&supplier.source, &item_key(0, 0)),
+            &item_key(0, 0),
+        ]);
         let rows = supplier.len;
         let per_page = (1 << 20) / row_bytes;
         for (key, count) in source_partitions(&supplier.source, rows) {
@@ -818,7 +826,8 @@ impl<'w> Sim<'w> {
     /// and, within a shard, over `factor` concurrent batches by partition key (as the event
     /// source does with a parallelization factor); each batch is at most 100 records polled in
     /// one 250 ms slot, or whatever has arrived when its processor is free again.
-    pub fn project(&mut self, shards: usize, factor: usize, window: f64) {
+    pub fn project(&mut self, shards: usize, settings: &StreamSettings, window: f64) {
+        let factor = settings.parallelization_factor;
         let processors = shards * factor;
         self.load.projector_processors = processors;
         let mut queues: Vec<Vec<StreamRecord>> = vec![Vec::new(); processors];
@@ -841,10 +850,13 @@ impl<'w> Sim<'w> {
                     .map(|(i, r)| std::cmp::Reverse(Pending(r.at, i, r)))
                     .collect();
                 while let Some(std::cmp::Reverse(first)) = heap.pop() {
-                    let slot_end = (first.0 / 0.25).floor() * 0.25 + 0.25;
+                    // The poller gathers for the batching window (or, without one, until its
+                    // next poll a quarter second later), unless the batch fills first.
+                    let gather = settings.batching_window.max(0.25);
+                    let slot_end = (first.0 / gather).floor() * gather + gather;
                     let start = busy_until[p].max(slot_end);
                     let mut batch = vec![first.2];
-                    while batch.len() < 100 {
+                    while batch.len() < settings.batch_size {
                         match heap.peek() {
                             Some(std::cmp::Reverse(next)) if next.0 <= start => {
                                 if let Some(std::cmp::Reverse(next)) = heap.pop() {
@@ -1049,22 +1061,22 @@ impl<'w> Sim<'w> {
             let item = item_key(*tenant, *item);
             let pk = row_pk(source.tenant.as_str(), &item);
             let by_source = source_partition(&source.source, &item);
-            let (observation_bytes, bytes) = self.sizes[supplier];
+            let (_, bytes) = self.sizes[supplier];
             self.tally
                 .read(pat::ROWS, DB, &pk, read_at, rcu(bytes, true));
             let at = t + WRITE_ITEM * (i / 16) as f64 / 1000.0;
             self.tally.write(pat::ROWS, DB, &pk, at, wcu(bytes));
-            self.tally
-                .write(pat::SOURCE_ROWS, DB, &by_source, at, wcu(bytes));
             let row = hash_key(&pk) ^ (*supplier as u64).rotate_left(17);
+            // `by_source` projects keys only: an update of an existing row changes no indexed
+            // or projected attribute and writes nothing to the index; a new row writes its keys.
+            // Every row is taken as new the first time the window writes it (conservative).
+            if !self.rows.contains_key(&row) {
+                let index_bytes = keys_only_bytes(&[&pk, "SRC#", &by_source, &item]);
+                self.tally
+                    .write(pat::SOURCE_ROWS, DB, &by_source, at, wcu(index_bytes));
+            }
             let index = *self.rows.entry(row).or_insert_with(|| {
-                self.row_keys.push(RowKeys {
-                    history: item_history_pk(source.tenant.as_str(), &item),
-                    row: pk,
-                    by_source,
-                    observation_bytes,
-                    bytes,
-                });
+                self.row_keys.push(RowKeys { row: pk, bytes });
                 self.row_keys.len() as u32 - 1
             });
             writes.push(Write {
@@ -1080,9 +1092,9 @@ impl<'w> Sim<'w> {
     }
 
     /// A conditional put that loses to another batch's write of the same row (one that lands
-    /// between its read and its write) recomputes the row (`Projector::recompute`): one page
-    /// of the item's history (GSI1, eventually consistent), a consistent read of the row and
-    /// of the winning observation, and, counted conservatively, one more write.
+    /// between its read and its write) reads the row again (consistent) and decides again
+    /// (`Projector::project_key`): counted conservatively as one more write. The refused put
+    /// itself is already counted.
     fn lost_races(&mut self, mut writes: Vec<Write>) {
         writes.sort_by(|a, b| a.row.cmp(&b.row).then(a.at.total_cmp(&b.at)));
         let mut lost = 0;
@@ -1094,19 +1106,10 @@ impl<'w> Sim<'w> {
             lost += 1;
             let keys = &self.row_keys[b.index as usize];
             let t = b.at + latency::WRITE_ITEM / 1000.0;
-            self.tally.read(
-                pat::ITEM_HISTORY,
-                DB,
-                &keys.history,
-                t,
-                rcu(HISTORY_PAGE * keys.observation_bytes, false),
-            );
             self.tally
                 .read(pat::ROWS, DB, &keys.row, t, rcu(keys.bytes, true));
             self.tally
                 .write(pat::ROWS, DB, &keys.row, t, wcu(keys.bytes));
-            self.tally
-                .write(pat::SOURCE_ROWS, DB, &keys.by_source, t, wcu(keys.bytes));
         }
         self.load.lost_races = lost;
     }
@@ -1124,9 +1127,6 @@ struct Write {
 /// The keys a projection row's writes and recomputations touch.
 struct RowKeys {
     row: String,
-    history: String,
-    by_source: String,
-    observation_bytes: usize,
     bytes: usize,
 }
 
@@ -1157,14 +1157,36 @@ impl Ord for Pending {
     }
 }
 
-/// The `by_source` partition a row of `source` for `item` is indexed under.
-pub fn source_partition(source: &feedsafe::model::SourceRef, _item: &str) -> String {
-    source_key(source)
+/// Size of a keys-only index entry: the table's key, the index's key (attribute names `pk`,
+/// `sk`, `source_key`, `item` and their values) and DynamoDB's 100 bytes of index overhead.
+fn keys_only_bytes(values: &[&str; 4]) -> usize {
+    let names = "pk".len() + "sk".len() + "source_key".len() + "item".len();
+    names + values.iter().map(|v| v.len()).sum::<usize>() + 100
 }
 
-/// Every `by_source` partition of a source with `rows` rows, and how many rows each holds.
+/// The projector's DynamoDB stream event source settings (read from `template.yaml`).
+#[derive(Debug, Clone)]
+pub struct StreamSettings {
+    pub batch_size: usize,
+    pub batching_window: f64,
+    pub parallelization_factor: usize,
+}
+
+/// The `by_source` partition a row of `source` for `item` is indexed under.
+pub fn source_partition(source: &feedsafe::model::SourceRef, item: &str) -> String {
+    source_key(source, item)
+}
+
+/// Every `by_source` partition of a source with `rows` rows, and how many rows each holds
+/// (rows spread evenly: the shard is a hash of the item).
 pub fn source_partitions(source: &feedsafe::model::SourceRef, rows: usize) -> Vec<(String, usize)> {
-    vec![(source_key(source), rows)]
+    let shards = SOURCE_SHARDS as usize;
+    (0..SOURCE_SHARDS)
+        .map(|shard| {
+            let count = rows / shards + usize::from((shard as usize) < rows % shards);
+            (source_shard_key(source, shard), count)
+        })
+        .collect()
 }
 
 fn quarantine(

@@ -8,7 +8,8 @@
 //! SQS settings that hold the load.
 //!
 //! `cargo run -p capacity -- [--seed N] [--peak-seconds S] [--average-seconds S]
-//! [--parallelization F] [--batch-size N]`
+//! [--parallelization F] [--stream-batch-size N] [--batching-window S] [--batch-size N]
+//! [--peak-rate R] [--item-zipf S]`
 
 mod cost;
 mod report;
@@ -16,7 +17,7 @@ mod rng;
 mod tally;
 mod workload;
 
-use cost::{patterns, Sim};
+use cost::{patterns, Sim, StreamSettings};
 use rng::Rng;
 use std::time::Instant;
 use workload::{deliveries, Cursor, Params, World};
@@ -25,7 +26,7 @@ struct Args {
     params: Params,
     peak_seconds: f64,
     average_seconds: f64,
-    factor: usize,
+    stream: StreamSettings,
     batch_size: usize,
     ingest_timeout: f64,
 }
@@ -35,7 +36,7 @@ fn parse_args() -> Result<Args, String> {
         params: Params::default(),
         peak_seconds: 3.0,
         average_seconds: 60.0,
-        factor: 2,
+        stream: template_stream_settings()?,
         batch_size: 10,
         ingest_timeout: 30.0,
     };
@@ -50,13 +51,23 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => args.params.seed = number(value()?)? as u64,
             "--peak-seconds" => args.peak_seconds = number(value()?)?.max(1.0),
             "--average-seconds" => args.average_seconds = number(value()?)?.max(1.0),
-            "--parallelization" => args.factor = (number(value()?)? as usize).clamp(1, 10),
+            "--parallelization" => {
+                args.stream.parallelization_factor = (number(value()?)? as usize).clamp(1, 10)
+            }
+            "--stream-batch-size" => {
+                args.stream.batch_size = (number(value()?)? as usize).clamp(1, 10_000)
+            }
+            "--batching-window" => {
+                args.stream.batching_window = number(value()?)?.clamp(0.0, 300.0)
+            }
             "--batch-size" => args.batch_size = (number(value()?)? as usize).clamp(1, 10),
             "--peak-rate" => args.params.peak_deliveries_per_second = number(value()?)?,
+            "--item-zipf" => args.params.item_zipf_s = number(value()?)?.clamp(0.0, 3.0),
             "--help" | "-h" => {
                 return Err(
                     "usage: capacity [--seed N] [--peak-seconds S] [--average-seconds S] \
-                     [--parallelization F] [--batch-size N] [--peak-rate R]"
+                     [--parallelization F] [--stream-batch-size N] [--batching-window S] \
+                     [--batch-size N] [--peak-rate R] [--item-zipf S]"
                         .into(),
                 )
             }
@@ -66,6 +77,22 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
+/// The projector's stream event settings as `template.yaml` declares them, so that the plan is
+/// the deployed configuration (defaults as AWS applies them when a setting is absent).
+fn template_stream_settings() -> Result<StreamSettings, String> {
+    let path = feedsafe::local::template_path();
+    let spec =
+        feedsafe::local::read_template(&path).map_err(|e| format!("{}: {e:#}", path.display()))?;
+    let event = &spec.document["Resources"]["ProjectorFunction"]["Properties"]["Events"]
+        ["EvidenceChanges"]["Properties"];
+    let number = |name: &str, default: f64| event[name].as_f64().unwrap_or(default);
+    Ok(StreamSettings {
+        batch_size: number("BatchSize", 100.0) as usize,
+        batching_window: number("MaximumBatchingWindowInSeconds", 0.0),
+        parallelization_factor: number("ParallelizationFactor", 1.0) as usize,
+    })
+}
+
 /// One window: deliveries, reads and (at peak) the rare operator events, then the projector.
 fn simulate<'w>(
     world: &'w World,
@@ -73,7 +100,7 @@ fn simulate<'w>(
     cursor: &mut Cursor,
     rate: f64,
     seconds: f64,
-    factor: usize,
+    stream: &StreamSettings,
     rare_events: bool,
 ) -> (Sim<'w>, usize) {
     let window = deliveries(world, rng, cursor, rate, seconds);
@@ -91,7 +118,7 @@ fn simulate<'w>(
     // A stream shard per partition of the evidence table at this load (at least 4).
     let base = sim.tally.store_total(patterns::EVIDENCE, seconds);
     let shards = ((base.write / 1_000.0 + base.read / 3_000.0).ceil() as usize).max(4);
-    sim.project(shards, factor, seconds);
+    sim.project(shards, stream, seconds);
     (sim, shards)
 }
 
@@ -146,7 +173,7 @@ fn main() {
         &mut cursor,
         peak_rate,
         args.peak_seconds,
-        args.factor,
+        &args.stream,
         true,
     );
     let over = report::table(
@@ -156,7 +183,7 @@ fn main() {
             report::num(peak_rate),
             args.peak_seconds
         ),
-        &peak.tally.busiest(args.peak_seconds),
+        &peak.tally.busiest(),
     );
     totals(&peak, args.peak_seconds);
     report::lambda(
@@ -165,7 +192,7 @@ fn main() {
             window: args.peak_seconds,
             deliveries_per_second: peak_rate,
             shards,
-            factor: args.factor,
+            factor: args.stream.parallelization_factor,
             batch_size: args.batch_size,
             ingest_timeout: args.ingest_timeout,
         },
@@ -178,7 +205,7 @@ fn main() {
         &mut cursor,
         average_rate,
         args.average_seconds,
-        args.factor,
+        &args.stream,
         false,
     );
     report::table(
@@ -188,7 +215,7 @@ fn main() {
             average_rate,
             args.average_seconds
         ),
-        &average.tally.busiest(args.average_seconds),
+        &average.tally.busiest(),
     );
     totals(&average, args.average_seconds);
     println!(

@@ -153,7 +153,7 @@ pub fn lambda(load: &LambdaLoad, s: &Settings) {
         load.projector_lag_seconds
     );
     println!(
-        "| projector: lost row races | {} | conditional puts another batch beat (recomputed) |",
+        "| projector: lost row races | {} | conditional puts another batch beat (row read again) |",
         num(load.lost_races as f64)
     );
     println!(

@@ -61,10 +61,6 @@ impl Zipf {
         Self { cumulative }
     }
 
-    pub fn len(&self) -> usize {
-        self.cumulative.len()
-    }
-
     pub fn sample(&self, rng: &mut Rng) -> usize {
         let total = self.cumulative[self.cumulative.len() - 1];
         let u = rng.unit() * total;

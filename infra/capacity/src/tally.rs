@@ -55,11 +55,8 @@ pub struct Busiest {
     pub pattern: Pattern,
     pub limit: Limit,
     pub key: String,
-    pub second: i64,
     pub units: Units,
     pub distinct_keys: usize,
-    /// Units per second over every key of the pattern, averaged over the window.
-    pub total_per_second: Units,
 }
 
 #[derive(Default)]
@@ -119,14 +116,13 @@ impl Tally {
     }
 
     /// Busiest key-second of every pattern. Work that spills past the window's end (a
-    /// projector falling behind) is counted in the second it happens; `window` only scales the
-    /// totals.
-    pub fn busiest(&self, window: f64) -> Vec<Busiest> {
+    /// projector falling behind) is counted in the second it happens.
+    pub fn busiest(&self) -> Vec<Busiest> {
         self.patterns
             .iter()
             .map(|(pattern, tally)| {
                 let limit = tally.limit.unwrap_or(Limit::DynamoPartition);
-                let ((hash, second), units) = tally
+                let ((hash, _second), units) = tally
                     .per_key_second
                     .iter()
                     .max_by(|a, b| a.1.load(limit).total_cmp(&b.1.load(limit)))
@@ -142,13 +138,8 @@ impl Tally {
                         .get(&hash)
                         .cloned()
                         .unwrap_or_else(|| "?".into()),
-                    second,
                     units,
                     distinct_keys: distinct.len(),
-                    total_per_second: Units {
-                        write: tally.total.write / window,
-                        read: tally.total.read / window,
-                    },
                 }
             })
             .collect()

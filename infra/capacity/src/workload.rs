@@ -127,8 +127,6 @@ impl Supplier {
 
 pub struct World {
     pub params: Params,
-    /// Items per tenant.
-    pub universes: Vec<usize>,
     pub suppliers: Vec<Supplier>,
     /// The suppliers of each tenant.
     pub by_tenant: Vec<Vec<usize>>,
@@ -200,7 +198,6 @@ impl World {
         Self {
             other_suppliers: Zipf::new(params.suppliers - 1, params.supplier_zipf_s),
             params,
-            universes,
             suppliers,
             by_tenant,
         }

@@ -130,13 +130,49 @@ pub(crate) fn with_keys(mut item: Item, pk: String, sk: &str, kind: &str) -> Ite
     item
 }
 
+/// The stored replay record. Its observation ids are not stored: they are
+/// `ObservationId::derive_for(delivery_key, epoch, 0..observation_count)`, so the item stays
+/// about 1 KB whatever the delivery's size. A 5,000-row delivery's id list was 155 KB, and every
+/// chunk's transaction rewrote it (152 write units a chunk, all on one partition key).
 pub fn replay_item(record: &ReplayRecord) -> Result<Item, StoreError> {
+    let mut item = encode(record)?;
+    item.remove(OBSERVATION_IDS);
+    item.insert(
+        OBSERVATION_COUNT.to_owned(),
+        n(record.observation_ids.len()),
+    );
     Ok(with_keys(
-        encode(record)?,
+        item,
         replay_pk(&record.delivery_key),
         SK_REPLAY,
         "replay",
     ))
+}
+
+const OBSERVATION_IDS: &str = "observation_ids";
+const OBSERVATION_COUNT: &str = "observation_count";
+
+/// A stored replay record (from a read, a failed condition or a stream image), its observation
+/// ids derived again. Records stored with an explicit id list decode as they are.
+pub fn decode_replay(mut item: Item) -> Result<ReplayRecord, StoreError> {
+    if let Some(count) = item.remove(OBSERVATION_COUNT) {
+        let count: usize = count
+            .as_n()
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| StoreError::Invariant("observation_count is not a number".into()))?;
+        if !item.contains_key(OBSERVATION_IDS) {
+            item.insert(OBSERVATION_IDS.to_owned(), AttributeValue::L(Vec::new()));
+        }
+        let mut record: ReplayRecord = decode(item)?;
+        if record.observation_ids.is_empty() {
+            record.observation_ids = (0..count)
+                .map(|row| ObservationId::derive_for(&record.delivery_key, record.epoch, row))
+                .collect();
+        }
+        return Ok(record);
+    }
+    decode(item)
 }
 
 pub fn observation_item(observation: &Observation) -> Result<Item, StoreError> {
@@ -236,7 +272,7 @@ impl DynamoEvidenceStore {
         &self,
         delivery_key: &str,
     ) -> Result<Option<ReplayRecord>, StoreError> {
-        self.get(replay_pk(delivery_key), SK_REPLAY).await
+        self.get_replay(delivery_key).await
     }
 
     pub async fn observation(
@@ -266,6 +302,23 @@ impl DynamoEvidenceStore {
 
     pub async fn run(&self, run_id: &str) -> Result<Option<Run>, StoreError> {
         self.get(run_pk(run_id), SK_RUN).await
+    }
+
+    /// Consistent read of a replay record, its observation ids derived (`decode_replay`).
+    pub(crate) async fn get_replay(
+        &self,
+        delivery_key: &str,
+    ) -> Result<Option<ReplayRecord>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(replay_pk(delivery_key), SK_REPLAY)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable("get replay record"))?;
+        out.item.map(decode_replay).transpose()
     }
 
     pub(crate) async fn get<T: serde::de::DeserializeOwned>(
@@ -441,13 +494,13 @@ impl EvidenceStore for DynamoEvidenceStore {
                 let item = out.attributes.ok_or_else(|| {
                     StoreError::Invariant("UpdateItem returned no attributes".into())
                 })?;
-                Ok(AttemptProbe::Matches(decode(item)?))
+                Ok(AttemptProbe::Matches(decode_replay(item)?))
             }
             Err(SdkError::ServiceError(e)) => match e.into_err() {
                 UpdateItemError::ConditionalCheckFailedException(failed) => match failed.item {
                     None => Ok(AttemptProbe::Absent),
                     Some(item) => {
-                        let record: ReplayRecord = decode(item)?;
+                        let record = decode_replay(item)?;
                         if record.is_expired_at(now) {
                             Ok(AttemptProbe::Expired(record))
                         } else {
@@ -522,8 +575,9 @@ impl EvidenceStore for DynamoEvidenceStore {
                         .into_iter()
                         .next()
                         .and_then(|r| r.item)
-                        .map(decode)
-                        .transpose()?;
+                        .map(decode_replay)
+                        .transpose()?
+                        .map(Box::new);
                     return Ok(ChunkOutcome::ReplayConditionFailed(old));
                 }
                 let retryable = [

@@ -5,7 +5,7 @@ use super::dynamo::{
     build_error, conditional, decode, encode, item_history_pk, key, n, observation_pk,
     open_runs_pk, open_runs_shard_pk, projection_work_pk, run_pk, s, source_quarantine_pk,
     unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2, OPEN_RUN_SHARDS,
-    RUN_PAGE_SK_PREFIX, SK_OBSERVATION, SK_REPLAY, SK_RUN, SK_SOURCE_QUARANTINE,
+    RUN_PAGE_SK_PREFIX, SK_OBSERVATION, SK_RUN, SK_SOURCE_QUARANTINE,
 };
 use crate::connector::ConnectorConfig;
 use crate::hashing::{base64_decode, base64_encode};
@@ -413,8 +413,7 @@ impl ProjectorWrites for DynamoEvidenceStore {
 #[async_trait]
 impl EvidenceReads for DynamoEvidenceStore {
     async fn replay_record(&self, delivery_key: &str) -> Result<Option<ReplayRecord>, StoreError> {
-        self.get(super::dynamo::replay_pk(delivery_key), SK_REPLAY)
-            .await
+        self.get_replay(delivery_key).await
     }
 
     async fn commit_marker_exists(
