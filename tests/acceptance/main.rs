@@ -10,6 +10,7 @@ mod intake;
 mod ops;
 mod projection;
 mod projection_lag;
+mod projection_races;
 mod projection_scale;
 mod read_path;
 mod request_budget;

@@ -30,7 +30,7 @@ use feedsafe::model::{
 use feedsafe::money::Price;
 use feedsafe::projection::{ProjectedOffer, INLINE_BUDGET, WORK_SLICE};
 use feedsafe::timestamp::Timestamp;
-use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
 
 pub mod patterns {
     use crate::tally::Pattern;
@@ -221,6 +221,8 @@ pub struct LambdaLoad {
     pub projector_lag_seconds: f64,
     pub lost_races: usize,
     pub largest_replay_record: usize,
+    /// Sizes (bytes) of the observation and projection row items of supplier 0.
+    pub hot_supplier_items: (usize, usize),
 }
 
 pub struct Sim<'w> {
@@ -626,6 +628,9 @@ impl<'w> Sim<'w> {
         }
         self.sizes
             .insert(d.supplier, (observation_bytes, row_bytes));
+        if d.supplier == 0 {
+            self.load.hot_supplier_items = (observation_bytes, row_bytes);
+        }
         self.stored.push(Stored {
             supplier: d.supplier,
             key: key_text,
@@ -836,7 +841,6 @@ impl<'w> Sim<'w> {
         }
         let mut busy_until = vec![0.0f64; processors];
         let mut writes: Vec<Write> = Vec::new();
-        let mut batch_id = 0u32;
         let mut busiest = 0.0f64;
         let mut lag = 0.0f64;
         let mut busy_per_processor = vec![0.0f64; processors];
@@ -867,8 +871,7 @@ impl<'w> Sim<'w> {
                         }
                     }
                     lag = lag.max(start - batch[0].at);
-                    batch_id += 1;
-                    let (duration, more) = self.batch(&batch, start, batch_id, &mut writes);
+                    let (duration, more) = self.batch(&batch, start, &mut writes);
                     self.load.projector_batches += 1;
                     self.load.projector_records += batch.len();
                     busy_until[p] = start + duration;
@@ -886,7 +889,7 @@ impl<'w> Sim<'w> {
         }
         self.load.projector_busiest_utilisation = busiest;
         self.load.projector_lag_seconds = lag;
-        self.lost_races(writes);
+        self.row_writes(writes);
     }
 
     /// One stream batch, as `Projector::apply_batch` runs it. Returns its duration and the
@@ -895,7 +898,6 @@ impl<'w> Sim<'w> {
         &mut self,
         batch: &[StreamRecord],
         start: f64,
-        id: u32,
         writes: &mut Vec<Write>,
     ) -> (f64, Vec<StreamRecord>) {
         use latency::*;
@@ -999,7 +1001,9 @@ impl<'w> Sim<'w> {
         let mut sources: BTreeSet<usize> = BTreeSet::new();
         let mut markers: BTreeSet<u32> = BTreeSet::new();
         let mut connectors: BTreeSet<usize> = BTreeSet::new();
-        let mut keys: BTreeSet<(usize, usize, usize)> = BTreeSet::new();
+        // Each row key of the batch, with the newest delivery (by arrival) among its candidates:
+        // deliveries arrive in observed order, so that stands for the candidate's basis.
+        let mut keys: BTreeMap<(usize, usize, usize), u32> = BTreeMap::new();
         let own_insert: HashSet<(u32, u32)> = batch
             .iter()
             .filter_map(|r| match r.change {
@@ -1020,7 +1024,10 @@ impl<'w> Sim<'w> {
                 connectors.insert(stored.supplier);
             }
             let tenant = world.suppliers[stored.supplier].tenant_index;
-            keys.insert((tenant, stored.rows[*row as usize], stored.supplier));
+            let newest = keys
+                .entry((tenant, stored.rows[*row as usize], stored.supplier))
+                .or_insert(*delivery);
+            *newest = (*newest).max(*delivery);
         }
         for delivery in &markers {
             let key = &self.stored[*delivery as usize].key;
@@ -1037,7 +1044,7 @@ impl<'w> Sim<'w> {
                 1.0,
             );
         }
-        let key_sources: BTreeSet<usize> = keys.iter().map(|k| k.2).collect();
+        let key_sources: BTreeSet<usize> = keys.keys().map(|k| k.2).collect();
         for s in &sources {
             let source = &world.suppliers[*s].source;
             self.tally.read(pat::RULES, DB, &rules_pk(source), t, 1.0);
@@ -1056,7 +1063,7 @@ impl<'w> Sim<'w> {
         // The current rows (consistent BatchGetItem), then one conditional put per key.
         let read_at = t;
         t += BATCH * keys.len().div_ceil(100) as f64 / 1000.0;
-        for (i, (tenant, item, supplier)) in keys.iter().enumerate() {
+        for (i, ((tenant, item, supplier), newest)) in keys.iter().enumerate() {
             let source = &world.suppliers[*supplier];
             let item = item_key(*tenant, *item);
             let pk = row_pk(source.tenant.as_str(), &item);
@@ -1065,7 +1072,6 @@ impl<'w> Sim<'w> {
             self.tally
                 .read(pat::ROWS, DB, &pk, read_at, rcu(bytes, true));
             let at = t + WRITE_ITEM * (i / 16) as f64 / 1000.0;
-            self.tally.write(pat::ROWS, DB, &pk, at, wcu(bytes));
             let row = hash_key(&pk) ^ (*supplier as u64).rotate_left(17);
             // `by_source` projects keys only: an update of an existing row changes no indexed
             // or projected attribute and writes nothing to the index; a new row writes its keys.
@@ -1083,7 +1089,7 @@ impl<'w> Sim<'w> {
                 row,
                 at,
                 read_at,
-                batch: id,
+                newest: *newest,
                 index,
             });
         }
@@ -1091,25 +1097,54 @@ impl<'w> Sim<'w> {
         (t - start, spawned)
     }
 
-    /// A conditional put that loses to another batch's write of the same row (one that lands
-    /// between its read and its write) reads the row again (consistent) and decides again
-    /// (`Projector::project_key`): counted conservatively as one more write. The refused put
-    /// itself is already counted.
-    fn lost_races(&mut self, mut writes: Vec<Write>) {
+    /// The conditional puts of projection rows, replayed per row in time order, as
+    /// `Projector::project_key` decides them: a batch whose newest claim for the row is not
+    /// newer than the row it read writes nothing; one that is puts the row on the condition
+    /// that it is unchanged. A put that another batch's write beat (landing between its read
+    /// and its write) still costs its units, reads the row again and puts again only if its
+    /// claim is still the newer one.
+    fn row_writes(&mut self, mut writes: Vec<Write>) {
         writes.sort_by(|a, b| a.row.cmp(&b.row).then(a.at.total_cmp(&b.at)));
         let mut lost = 0;
-        for pair in writes.windows(2) {
-            let (a, b) = (&pair[0], &pair[1]);
-            if a.row != b.row || a.batch == b.batch || a.at <= b.read_at {
-                continue;
+        let mut start = 0;
+        while start < writes.len() {
+            let end = start
+                + writes[start..]
+                    .iter()
+                    .take_while(|w| w.row == writes[start].row)
+                    .count();
+            // The row's successful writes so far: (when, claim).
+            let mut applied: Vec<(f64, u32)> = Vec::new();
+            for w in &writes[start..end] {
+                let keys = &self.row_keys[w.index as usize];
+                let (pk, units) = (keys.row.clone(), wcu(keys.bytes));
+                let current_at = |time: f64, applied: &[(f64, u32)]| {
+                    applied
+                        .iter()
+                        .filter(|(at, _)| *at <= time)
+                        .map(|(_, claim)| *claim)
+                        .max()
+                };
+                let seen = current_at(w.read_at, &applied);
+                if seen.is_some_and(|claim| claim >= w.newest) {
+                    continue;
+                }
+                self.tally.write(pat::ROWS, DB, &pk, w.at, units);
+                let now = current_at(w.at, &applied);
+                if now == seen {
+                    applied.push((w.at, w.newest));
+                    continue;
+                }
+                lost += 1;
+                let retry = w.at + latency::WRITE_ITEM / 1000.0;
+                self.tally
+                    .read(pat::ROWS, DB, &pk, retry, rcu(keys.bytes, true));
+                if now.is_none_or(|claim| claim < w.newest) {
+                    self.tally.write(pat::ROWS, DB, &pk, retry, units);
+                    applied.push((retry, w.newest));
+                }
             }
-            lost += 1;
-            let keys = &self.row_keys[b.index as usize];
-            let t = b.at + latency::WRITE_ITEM / 1000.0;
-            self.tally
-                .read(pat::ROWS, DB, &keys.row, t, rcu(keys.bytes, true));
-            self.tally
-                .write(pat::ROWS, DB, &keys.row, t, wcu(keys.bytes));
+            start = end;
         }
         self.load.lost_races = lost;
     }
@@ -1120,7 +1155,8 @@ struct Write {
     row: u64,
     at: f64,
     read_at: f64,
-    batch: u32,
+    /// The newest candidate's delivery (arrival order stands for its basis).
+    newest: u32,
     index: u32,
 }
 

@@ -160,4 +160,9 @@ pub fn lambda(load: &LambdaLoad, s: &Settings) {
         "| largest replay record | {} bytes | what each chunk of a staged delivery rewrites |",
         num(load.largest_replay_record as f64)
     );
+    println!(
+        "| supplier 0's observation, projection row | {} / {} bytes | one write unit per started KB |",
+        num(load.hot_supplier_items.0 as f64),
+        num(load.hot_supplier_items.1 as f64)
+    );
 }
