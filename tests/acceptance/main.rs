@@ -4,6 +4,7 @@
 mod bad_input;
 mod contract;
 mod corrections;
+mod crash_matrix;
 mod crash_points;
 mod ingest;
 mod intake;
