@@ -27,8 +27,9 @@ pub struct NormalizedRow {
     pub canonical: Vec<u8>,
 }
 
-/// Upper bound on rows in one delivery, so that the replay record (which lists every
-/// observation id, ~31 bytes each) stays far below DynamoDB's 400 KB item limit.
+/// Upper bound on rows in one delivery, so that a mismatch's quarantine entry (which lists the
+/// stored observation ids, ~31 bytes each) stays far below DynamoDB's 400 KB item limit, and a
+/// staged delivery stays within 52 chunk transactions.
 pub const MAX_ROWS: usize = 5_000;
 
 /// Parses and validates `body` as `format`; rows come back in canonical index order for `rule`.
