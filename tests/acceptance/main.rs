@@ -16,4 +16,5 @@ mod projection_scale;
 mod read_path;
 mod request_budget;
 mod runs;
+mod soak;
 mod template;
