@@ -7,6 +7,7 @@ mod corrections;
 mod crash_points;
 mod ingest;
 mod intake;
+mod model_test;
 mod ops;
 mod projection;
 mod projection_lag;
