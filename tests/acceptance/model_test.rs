@@ -8,10 +8,12 @@
 //! every step what the system shows through its own read paths (offers, history, the delivery's
 //! record, the quarantine list) must equal what the reference model (`tests/model`) says.
 //!
-//! `FEEDSAFE_MODEL_CASES=N` runs N histories in all (default 300, spread over the lanes below);
-//! proptest prints the minimal failing history and its seed, and records the seed in
-//! `tests/acceptance/model_test.proptest-regressions`, which is committed: every failing seed
-//! becomes a permanent regression case.
+//! `FEEDSAFE_MODEL_CASES=N` runs N histories in all (default 300, spread over the lanes below).
+//! On a failure proptest shrinks the history (`PROPTEST_MAX_SHRINK_ITERS`, default 64 here: each
+//! try replays against the engines), prints the minimal failing history and appends its seed
+//! (`cc <hex>`) to `tests/proptest-regressions/model_test.txt`, which is re-run first on every
+//! later run; commit it. A failure that is a product defect also becomes a plain test replaying
+//! the minimal history.
 
 use acceptance::model::{delivery_key, Ids, Layout, Model, Outcome, Payload, Row, Source};
 use acceptance::*;
@@ -470,6 +472,17 @@ impl Clock for DayClock {
 struct Harness {
     rt: tokio::runtime::Runtime,
     system: System,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "model test: this history failed; once shrunk, proptest prints the minimal \
+                 history and appends its seed to tests/proptest-regressions/model_test.txt"
+            );
+        }
+    }
 }
 
 struct System {
