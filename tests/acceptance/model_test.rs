@@ -34,7 +34,7 @@ use proptest::prelude::*;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The parts the histories talk about (filler rows of staged deliveries use others).
@@ -474,8 +474,17 @@ struct Harness {
     system: System,
 }
 
+/// Histories and steps run so far in this process (all lanes), reported every 50 histories.
+static HISTORIES: AtomicUsize = AtomicUsize::new(0);
+static STEPS: AtomicUsize = AtomicUsize::new(0);
+
 impl Drop for Harness {
     fn drop(&mut self) {
+        let histories = HISTORIES.fetch_add(1, Ordering::SeqCst) + 1;
+        if histories.is_multiple_of(50) {
+            let steps = STEPS.load(Ordering::SeqCst);
+            eprintln!("model test: {histories} histories, {steps} steps so far");
+        }
         if std::thread::panicking() {
             eprintln!(
                 "model test: this history failed; once shrunk, proptest prints the minimal \
@@ -727,27 +736,47 @@ impl System {
             );
         }
         if let Some(key) = &self.last_key {
-            let record = self.env.store.replay_record(key).await.unwrap();
-            let expected = model.records.get(key);
-            match (record, expected) {
-                (Some(r), Some(e)) => {
+            // The delivery's record as the ops route shows it.
+            let (status, shown) = self
+                .ops("GET", &format!("/v1/deliveries/{key}"), Value::Null)
+                .await;
+            match (status, model.records.get(key)) {
+                (200, Some(e)) => {
+                    let ids: Vec<String> = shown["observation_ids"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .map(|i| i.as_str().unwrap_or_default().to_owned())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let confidence = if e.beyond_horizon {
+                        "beyond_horizon"
+                    } else {
+                        "within_horizon"
+                    };
                     assert_eq!(
-                        (r.state, r.attempts, r.epoch, r.observation_ids.len()),
                         (
-                            feedsafe::model::ReplayState::Committed,
-                            e.attempts,
-                            e.epoch,
-                            e.observations.len()
+                            shown["state"].as_str(),
+                            shown["attempts"].as_u64(),
+                            shown["epoch"].as_u64(),
+                            ids,
+                            shown["dedup_confidence"].as_str()
+                        ),
+                        (
+                            Some("COMMITTED"),
+                            Some(u64::from(e.attempts)),
+                            Some(u64::from(e.epoch)),
+                            e.observations.clone(),
+                            Some(confidence)
                         ),
                         "record of {key} after {step:?}"
                     );
-                    assert_eq!(
-                        r.dedup_confidence == feedsafe::model::DedupConfidence::BeyondHorizon,
-                        e.beyond_horizon
-                    );
                 }
-                (None, None) => {}
-                (r, e) => panic!("record of {key} after {step:?}: system {r:?}, model {e:?}"),
+                (404, None) => {}
+                (status, e) => {
+                    panic!("record of {key} after {step:?}: system {status} {shown}, model {e:?}")
+                }
             }
         }
         let shown: Vec<(String, String)> = self
@@ -822,6 +851,7 @@ impl StateMachineTest for ModelTest {
     }
 
     fn apply(mut harness: Harness, model: &Model, step: Step) -> Harness {
+        STEPS.fetch_add(1, Ordering::SeqCst);
         let Harness { rt, system } = &mut harness;
         rt.block_on(async {
             system.last_key = None;
