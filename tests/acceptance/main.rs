@@ -8,6 +8,7 @@ mod crash_matrix;
 mod crash_points;
 mod ingest;
 mod intake;
+mod model_test;
 mod ops;
 mod projection;
 mod projection_lag;

@@ -1,6 +1,9 @@
 //! Test harness: every test gets its own tables, queues and bucket on the shared local engines
 //! (started by `scripts/test` or `infra/engines.sh start`), created from `template.yaml`.
 
+#[path = "../model/mod.rs"]
+pub mod model;
+
 use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::aws::dynamo::{decode, DynamoEvidenceStore, Item};
 use feedsafe::aws::s3::S3ArtifactStore;

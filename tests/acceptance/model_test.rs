@@ -1,0 +1,1033 @@
+//! The model-based test (issue 9): random histories of deliveries (fresh, exact and re-serialized
+//! replays, mutations, reordered rows under each rule, the same content under a new id, late
+//! backfills and claims from the future, staged deliveries), crashes at every declared crash
+//! point, concurrent duplicates (2-16 workers, including resumes of a pending staged delivery
+//! racing each other), the dedup horizon passing, identity corrections and withdrawals, source
+//! quarantines set and lifted, quarantine resolutions, stream redelivery and rebuilds. Each
+//! history runs against the real adapters on DynamoDB Local and moto (tables of its own); after
+//! every step what the system shows through its own read paths (offers, history, the delivery's
+//! record, the quarantine list) must equal what the reference model (`tests/model`) says.
+//!
+//! `FEEDSAFE_MODEL_CASES=N` runs N histories in all (default 300, spread over the lanes below).
+//! On a failure proptest shrinks the history (`PROPTEST_MAX_SHRINK_ITERS`, default 64 here: each
+//! try replays against the engines), prints the minimal failing history and appends its seed
+//! (`cc <hex>`) to `tests/proptest-regressions/model_test.txt`, which is re-run first on every
+//! later run; commit it. A failure that is a product defect also becomes a plain test replaying
+//! the minimal history.
+
+use acceptance::model::{delivery_key, Ids, Layout, Model, Outcome, Payload, Row, Source};
+use acceptance::*;
+use feedsafe::connector::ConnectorConfig;
+use feedsafe::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
+use feedsafe::envelope::DeliveryEnvelope;
+use feedsafe::fingerprint::CanonicalizationRule;
+use feedsafe::ids::{ConnectorId, SourceAccount};
+use feedsafe::ingest::{IngestOutcome, IngestService};
+use feedsafe::item::CanonicalItem;
+use feedsafe::model::{CorrectionKind, SourceRef};
+use feedsafe::ops::{handle_ops, OpsRequest, OpsService, RawArchive};
+use feedsafe::ports::{Clock, CrashPoint, Faults, NoFaults};
+use feedsafe::projection::{ProjectionKey, ProjectionStore, Projector};
+use feedsafe::query::{Principal, QueryService};
+use feedsafe::timestamp::Timestamp;
+use proptest::prelude::*;
+use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// The parts the histories talk about (filler rows of staged deliveries use others).
+const PARTS: [&str; 3] = ["MX-1", "MX-2", "MX-3"];
+/// The model's minute 0.
+const BASE: &str = "2026-11-29T12:00:00Z";
+
+fn base() -> Timestamp {
+    Timestamp::parse(BASE).expect("base time")
+}
+
+/// The system's pure id functions, which the model uses to name observations.
+struct SystemIds;
+
+impl Ids for SystemIds {
+    fn observation_id(&self, delivery_key: &str, epoch: u32, index: usize) -> String {
+        feedsafe::ids::ObservationId::derive_for(delivery_key, epoch, index).to_string()
+    }
+    fn superseding_id(&self, old: &str, correction: &str) -> String {
+        feedsafe::ids::ObservationId::derive_superseding(
+            &feedsafe::ids::ObservationId::parse(old).expect("observation id"),
+            correction,
+        )
+        .to_string()
+    }
+    fn correction_id(
+        &self,
+        source: Source,
+        from: &str,
+        to: &str,
+        replaces: Option<&str>,
+    ) -> String {
+        let kind = if from == to {
+            CorrectionKind::Withdraw
+        } else {
+            CorrectionKind::Correct
+        };
+        feedsafe::corrections::correction_id(
+            &source_ref(source),
+            &item_key(from),
+            &CanonicalItem::parse_key(to).expect("item"),
+            kind,
+            replaces,
+        )
+    }
+    fn observed_at(&self, minute: i64) -> String {
+        base().plus_seconds(minute * 60).to_rfc3339()
+    }
+}
+
+fn item_key(part: &str) -> String {
+    CanonicalItem::parse_key(part).expect("item").key()
+}
+
+fn source_ref(source: Source) -> SourceRef {
+    SourceRef {
+        tenant: feedsafe::ids::TenantId::parse(TENANT).unwrap(),
+        connector: ConnectorId::parse(source.connector()).unwrap(),
+        source_account: SourceAccount::parse(source.account()).unwrap(),
+    }
+}
+
+fn connector_of(source: Source) -> ConnectorConfig {
+    ConnectorConfig {
+        canonicalization: if source.unordered() {
+            CanonicalizationRule::JsonUnorderedRowsV1
+        } else {
+            CanonicalizationRule::JsonV1
+        },
+        ..connector(
+            source.connector(),
+            source.account(),
+            feedsafe::connector::Publication::PerPage,
+        )
+    }
+}
+
+/// Where the first attempt of a delivery dies before it is delivered again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Point {
+    BeforeArtifact,
+    AfterArtifact,
+    AfterFirstChunk,
+    AfterCommit,
+    BeforeQuarantineEntry,
+    AfterQuarantineEntry,
+}
+
+impl Point {
+    fn crash_point(self) -> CrashPoint {
+        match self {
+            Point::BeforeArtifact => CrashPoint::BeforeArtifact,
+            Point::AfterArtifact => CrashPoint::AfterArtifact,
+            Point::AfterFirstChunk => CrashPoint::AfterChunk(1),
+            Point::AfterCommit => CrashPoint::AfterCommit,
+            Point::BeforeQuarantineEntry => CrashPoint::BeforeQuarantineEntry,
+            Point::AfterQuarantineEntry => CrashPoint::AfterQuarantineEntry,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Mode {
+    Once,
+    /// The first attempt dies at the point (if its path reaches it); then it is delivered again.
+    Crash(Point),
+    /// Delivered by this many workers at once.
+    Concurrent(usize),
+    /// The first attempt of a staged delivery dies after its first chunk; then this many
+    /// workers resume it at once.
+    CrashThenRace(usize),
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Deliver {
+        source: Source,
+        id: String,
+        payload: Payload,
+        mode: Mode,
+    },
+    AdvanceDays(i64),
+    Correct {
+        source: Source,
+        from: usize,
+        to: usize,
+    },
+    Quarantine(Source),
+    Lift(Source),
+    Reject(usize),
+    Accept(usize),
+    RedeliverStream(u64),
+    Rebuild,
+}
+
+/// The minute deliveries of `model`'s current day are retrieved at.
+fn retrieved_minute(model: &Model) -> i64 {
+    model.today * 24 * 60
+}
+
+fn rows_strategy(now: i64) -> impl Strategy<Value = Vec<Row>> {
+    prop::collection::vec(
+        (0..PARTS.len(), 0u64..40, -600i64..12).prop_map(move |(part, quantity, offset)| Row {
+            part: PARTS[part].to_owned(),
+            quantity,
+            observed_minute: now + offset,
+        }),
+        1..=3,
+    )
+}
+
+fn layout_strategy() -> impl Strategy<Value = Layout> {
+    prop_oneof![
+        Just(Layout::Compact),
+        Just(Layout::Pretty),
+        Just(Layout::KeysReversed)
+    ]
+}
+
+fn source_strategy() -> impl Strategy<Value = Source> {
+    prop_oneof![Just(Source::Ordered), Just(Source::Unordered)]
+}
+
+fn mode_strategy(staged: bool) -> BoxedStrategy<Mode> {
+    let points = prop_oneof![
+        Just(Point::BeforeArtifact),
+        Just(Point::AfterArtifact),
+        Just(Point::AfterFirstChunk),
+        Just(Point::AfterCommit),
+        Just(Point::BeforeQuarantineEntry),
+        Just(Point::AfterQuarantineEntry),
+    ];
+    let mut modes = vec![
+        (6, Just(Mode::Once).boxed()),
+        (3, points.prop_map(Mode::Crash).boxed()),
+        // 2-16 workers, mostly few: a race needs two, and each worker costs a full delivery.
+        (
+            2,
+            prop_oneof![3 => 2usize..=4, 1 => 5usize..=16]
+                .prop_map(Mode::Concurrent)
+                .boxed(),
+        ),
+    ];
+    if staged {
+        modes.push((2, (2usize..=4).prop_map(Mode::CrashThenRace).boxed()));
+    }
+    prop::strategy::Union::new_weighted(modes).boxed()
+}
+
+/// Rows of a staged delivery: a few rows of the pool parts and 98 filler rows.
+fn staged(rows: Vec<Row>, id: &str, now: i64) -> Vec<Row> {
+    let mut all = rows;
+    all.extend((0..98).map(|i| Row {
+        part: format!("FL-{id}-{i}"),
+        quantity: 1,
+        observed_minute: now - 1,
+    }));
+    all
+}
+
+struct Reference;
+
+impl ReferenceStateMachine for Reference {
+    type State = Model;
+    type Transition = Step;
+
+    fn init_state() -> BoxedStrategy<Model> {
+        Just(Model::default()).boxed()
+    }
+
+    fn transitions(state: &Model) -> BoxedStrategy<Step> {
+        let now = retrieved_minute(state);
+        let fresh_id = format!("D{}", state.sent.len());
+        let fresh = (
+            source_strategy(),
+            rows_strategy(now),
+            layout_strategy(),
+            prop::bool::weighted(0.08),
+        )
+            .prop_flat_map(move |(source, rows, layout, is_staged)| {
+                let id = fresh_id.clone();
+                let rows = if is_staged {
+                    staged(rows, &id, now)
+                } else {
+                    rows
+                };
+                mode_strategy(is_staged).prop_map(move |mode| Step::Deliver {
+                    source,
+                    id: id.clone(),
+                    payload: Payload {
+                        rows: rows.clone(),
+                        layout,
+                    },
+                    mode,
+                })
+            })
+            .boxed();
+        let mut steps: Vec<(u32, BoxedStrategy<Step>)> = vec![
+            (10, fresh),
+            (1, (1i64..=40).prop_map(Step::AdvanceDays).boxed()),
+            (
+                2,
+                (source_strategy(), 0..PARTS.len(), 0..PARTS.len())
+                    .prop_map(|(source, from, to)| Step::Correct { source, from, to })
+                    .boxed(),
+            ),
+            (1, source_strategy().prop_map(Step::Quarantine).boxed()),
+            (1, source_strategy().prop_map(Step::Lift).boxed()),
+            (1, any::<u64>().prop_map(Step::RedeliverStream).boxed()),
+            (1, Just(Step::Rebuild).boxed()),
+        ];
+        if !state.sent.is_empty() {
+            // Deliveries of what was sent before: replays, re-serializations, reordered rows,
+            // mutations, the same content under a new id.
+            let sent = state.sent.clone();
+            let fresh_id = format!("D{}", state.sent.len());
+            steps.push((
+                9,
+                (0..sent.len(), 0u8..5, layout_strategy())
+                    .prop_flat_map(move |(index, variant, layout)| {
+                        let (source, id, payload) = sent[index].clone();
+                        let staged = payload.rows.len() > 98;
+                        let (id, payload) = match variant {
+                            0 => (id, payload),
+                            1 => (id, Payload { layout, ..payload }),
+                            2 => {
+                                let mut rows = payload.rows.clone();
+                                rows.reverse();
+                                (id, Payload { rows, ..payload })
+                            }
+                            3 => {
+                                let mut rows = payload.rows.clone();
+                                rows[0].quantity += 1;
+                                (id, Payload { rows, ..payload })
+                            }
+                            _ => (fresh_id.clone(), payload),
+                        };
+                        mode_strategy(staged).prop_map(move |mode| Step::Deliver {
+                            source,
+                            id: id.clone(),
+                            payload: payload.clone(),
+                            mode,
+                        })
+                    })
+                    .boxed(),
+            ));
+        }
+        let open = state.open_entries();
+        if open > 0 {
+            steps.push((2, (0..open).prop_map(Step::Reject).boxed()));
+            steps.push((2, (0..open).prop_map(Step::Accept).boxed()));
+        }
+        prop::strategy::Union::new_weighted(steps).boxed()
+    }
+
+    fn preconditions(state: &Model, step: &Step) -> bool {
+        match step {
+            Step::Reject(i) | Step::Accept(i) => *i < state.open_entries(),
+            _ => true,
+        }
+    }
+
+    fn apply(mut state: Model, step: &Step) -> Model {
+        let ids = SystemIds;
+        let now = retrieved_minute(&state);
+        match step {
+            Step::Deliver {
+                source,
+                id,
+                payload,
+                mode,
+            } => {
+                let staged = payload.rows.len() > 98;
+                match mode {
+                    Mode::Once => {
+                        state.deliver(&ids, *source, id, payload, now);
+                    }
+                    Mode::Concurrent(n) => {
+                        for _ in 0..*n {
+                            state.deliver(&ids, *source, id, payload, now);
+                        }
+                    }
+                    Mode::Crash(point) => {
+                        let outcome = state.deliver(&ids, *source, id, payload, now);
+                        let reached = match (point, &outcome) {
+                            (Point::BeforeArtifact | Point::AfterArtifact, _) => true,
+                            (Point::AfterFirstChunk, Outcome::Committed { .. }) => staged,
+                            (Point::AfterCommit, Outcome::Committed { .. }) => true,
+                            (
+                                Point::BeforeQuarantineEntry | Point::AfterQuarantineEntry,
+                                Outcome::Mismatch,
+                            ) => true,
+                            _ => false,
+                        };
+                        match (point, reached) {
+                            // Nothing counted before the crash: one delivery.
+                            (Point::BeforeArtifact | Point::AfterArtifact, _) => {}
+                            // The pending record counted the crashed attempt; the resume counts
+                            // the second.
+                            (Point::AfterFirstChunk, true) => {
+                                state.count_attempt(&delivery_key(*source, id))
+                            }
+                            // The point was not on this delivery's path, or it came after the
+                            // outcome was durable: the message is simply delivered twice.
+                            _ => {
+                                state.deliver(&ids, *source, id, payload, now);
+                            }
+                        }
+                    }
+                    Mode::CrashThenRace(n) => {
+                        let outcome = state.deliver(&ids, *source, id, payload, now);
+                        let key = delivery_key(*source, id);
+                        // A fresh staged delivery stops pending; the racing workers each count
+                        // their delivery and one of them finishes it. Otherwise the first attempt
+                        // settles and every worker delivers the message again.
+                        let pending = staged && matches!(outcome, Outcome::Committed { .. });
+                        for _ in 0..*n {
+                            if pending {
+                                state.count_attempt(&key);
+                            } else {
+                                state.deliver(&ids, *source, id, payload, now);
+                            }
+                        }
+                    }
+                }
+            }
+            Step::AdvanceDays(days) => state.advance_days(*days),
+            Step::Correct { source, from, to } => {
+                state.correct(&ids, *source, PARTS[*from], PARTS[*to]);
+            }
+            Step::Quarantine(source) => {
+                state.set_quarantine(*source);
+            }
+            Step::Lift(source) => {
+                state.lift_quarantine(*source);
+            }
+            Step::Reject(index) => {
+                state.reject(*index);
+            }
+            Step::Accept(index) => {
+                let id = format!("ACC{}", state.sent.len());
+                state.accept(&ids, *index, &id);
+            }
+            Step::RedeliverStream(_) | Step::Rebuild => {}
+        }
+        state
+    }
+}
+
+/// The payload's bytes in its layout. Nothing in them depends on the delivery id: the same
+/// payload under another id is the same content.
+fn body(payload: &Payload) -> Vec<u8> {
+    let ids = SystemIds;
+    let rows: Vec<Value> = payload
+        .rows
+        .iter()
+        .map(|r| {
+            json!({"sku": r.part, "quantity": r.quantity, "unit": "each", "price": "1.00",
+                   "currency": "EUR", "observed_at": ids.observed_at(r.observed_minute)})
+        })
+        .collect();
+    let document = json!({"export_id": "EXP-1", "page": 1, "page_count": 1, "offers": rows});
+    match payload.layout {
+        Layout::Compact => serde_json::to_vec(&document).unwrap(),
+        Layout::Pretty => serde_json::to_vec_pretty(&document).unwrap(),
+        Layout::KeysReversed => {
+            let row = |r: &Row| {
+                format!(
+                    r#"{{"observed_at":"{}","currency":"EUR","price":"1.00","unit":"each","quantity":{},"sku":"{}"}}"#,
+                    ids.observed_at(r.observed_minute),
+                    r.quantity,
+                    r.part
+                )
+            };
+            let rows: Vec<String> = payload.rows.iter().map(row).collect();
+            format!(
+                r#"{{"offers":[{}],"page_count":1,"page":1,"export_id":"EXP-1"}}"#,
+                rows.join(",")
+            )
+            .into_bytes()
+        }
+    }
+}
+
+/// A clock that starts at the real now and can be moved forward by whole days.
+struct DayClock(AtomicI64);
+
+impl Clock for DayClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now().plus_seconds(self.0.load(Ordering::SeqCst) * 86_400)
+    }
+}
+
+/// The system under test: a runtime of its own and the adapters of one history.
+struct Harness {
+    rt: tokio::runtime::Runtime,
+    system: System,
+}
+
+/// Histories and steps run so far in this process (all lanes), reported every 50 histories.
+static HISTORIES: AtomicUsize = AtomicUsize::new(0);
+static STEPS: AtomicUsize = AtomicUsize::new(0);
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let histories = HISTORIES.fetch_add(1, Ordering::SeqCst) + 1;
+        if histories.is_multiple_of(50) {
+            let steps = STEPS.load(Ordering::SeqCst);
+            eprintln!("model test: {histories} histories, {steps} steps so far");
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "model test: this history failed; once shrunk, proptest prints the minimal \
+                 history and appends its seed to tests/proptest-regressions/model_test.txt"
+            );
+        }
+    }
+}
+
+struct System {
+    env: TestEnv,
+    clock: Arc<DayClock>,
+    projector: Projector,
+    query: QueryService,
+    corrections: CorrectionService,
+    ops: OpsService,
+    stream: feedsafe::local::StreamReader,
+    seen: Vec<feedsafe::local::StreamRecordImages>,
+    last_key: Option<String>,
+    rebuilt: Option<Arc<feedsafe::aws::projection_table::DynamoProjectionStore>>,
+}
+
+impl System {
+    fn service(&self, faults: Arc<dyn Faults>) -> IngestService {
+        IngestService::new(
+            self.env.store.clone(),
+            self.env.artifacts.clone(),
+            self.env.store.clone(),
+            self.clock.clone(),
+            faults,
+        )
+    }
+
+    fn operator(&self) -> Principal {
+        Principal {
+            tenant: feedsafe::ids::TenantId::parse(TENANT).unwrap(),
+            scopes: vec!["ops:write".into(), "offers:read".into()],
+            subject: Some("model-test".into()),
+        }
+    }
+
+    /// An empty projection table beside the live one (created once per history, emptied before
+    /// each rebuild).
+    async fn rebuilt_projection(
+        &mut self,
+    ) -> Arc<feedsafe::aws::projection_table::DynamoProjectionStore> {
+        if self.rebuilt.is_none() {
+            self.rebuilt = Some(self.env.extra_projection_table().await);
+        }
+        let rebuilt = self.rebuilt.clone().expect("created");
+        for part in PARTS {
+            for source in Source::ALL {
+                let key = ProjectionKey {
+                    item: item_key(part),
+                    source: source_ref(source),
+                };
+                if let Some(row) = rebuilt.current(&key).await.unwrap() {
+                    assert!(rebuilt.remove(&key, &row.basis).await.unwrap());
+                }
+            }
+        }
+        rebuilt
+    }
+
+    /// Reads the stream until a poll finds nothing new (DynamoDB Local writes a change's stream
+    /// record with the change) and projects it in batches of 100, as the event source would.
+    async fn project(&mut self) {
+        loop {
+            let records = self.stream.poll().await.expect("poll stream");
+            if records.is_empty() {
+                return;
+            }
+            for batch in records.chunks(100) {
+                let changes: Vec<_> = batch
+                    .iter()
+                    .map(|(n, o, i, _)| {
+                        feedsafe::stream::classify(n, o.clone(), i.clone()).unwrap()
+                    })
+                    .collect();
+                self.projector.apply_batch(&changes).await.unwrap();
+            }
+            self.seen.extend(records);
+        }
+    }
+
+    async fn deliver(
+        &mut self,
+        source: Source,
+        id: &str,
+        payload: &Payload,
+        mode: &Mode,
+        today: i64,
+    ) {
+        let key = feedsafe::ids::DeliveryKey::new(
+            feedsafe::ids::TenantId::parse(TENANT).unwrap(),
+            ConnectorId::parse(source.connector()).unwrap(),
+            SourceAccount::parse(source.account()).unwrap(),
+            feedsafe::ids::SourceDeliveryId::parse(id).unwrap(),
+            feedsafe::ids::IdentityStrength::Source,
+        );
+        let retrieved_at = base().plus_seconds(today * 86_400);
+        let envelope = DeliveryEnvelope::inline(
+            &key,
+            "export_page",
+            retrieved_at,
+            "application/json",
+            None,
+            &body(payload),
+        )
+        .to_json()
+        .into_bytes();
+        let settled = |o: Result<IngestOutcome, feedsafe::ingest::IngestError>| match o {
+            Ok(IngestOutcome::Rejected(r)) => panic!("rejected: {r:?}"),
+            Ok(_) => {}
+            Err(e) => panic!("delivery failed: {e}"),
+        };
+        match mode {
+            Mode::Once => settled(
+                self.service(Arc::new(NoFaults))
+                    .ingest_message(&envelope)
+                    .await,
+            ),
+            Mode::Crash(point) => {
+                let _ = self
+                    .service(CrashOnce::at(point.crash_point()))
+                    .ingest_message(&envelope)
+                    .await;
+                settled(
+                    self.service(Arc::new(NoFaults))
+                        .ingest_message(&envelope)
+                        .await,
+                );
+            }
+            Mode::Concurrent(n) => {
+                let mut workers = Vec::new();
+                for _ in 0..*n {
+                    let service = self.service(Arc::new(NoFaults));
+                    let envelope = envelope.clone();
+                    workers.push(tokio::spawn(async move {
+                        service.ingest_message(&envelope).await
+                    }));
+                }
+                for worker in workers {
+                    settled(worker.await.unwrap());
+                }
+            }
+            Mode::CrashThenRace(n) => {
+                let _ = self
+                    .service(CrashOnce::at(CrashPoint::AfterChunk(1)))
+                    .ingest_message(&envelope)
+                    .await;
+                let mut workers = Vec::new();
+                for _ in 0..*n {
+                    let service = self.service(Arc::new(NoFaults));
+                    let envelope = envelope.clone();
+                    workers.push(tokio::spawn(async move {
+                        service.ingest_message(&envelope).await
+                    }));
+                }
+                for worker in workers {
+                    settled(worker.await.unwrap());
+                }
+            }
+        }
+        self.last_key = Some(key.as_string());
+    }
+
+    async fn ops(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
+        let response = handle_ops(
+            &self.ops,
+            OpsRequest {
+                method: method.into(),
+                path: path.into(),
+                query: BTreeMap::from([("status".to_owned(), "all".to_owned())])
+                    .into_iter()
+                    .collect(),
+                principal: Some(self.operator()),
+                body: if body.is_null() {
+                    Vec::new()
+                } else {
+                    body.to_string().into_bytes()
+                },
+            },
+        )
+        .await;
+        (
+            response.status,
+            serde_json::from_str(&response.body).unwrap_or(Value::Null),
+        )
+    }
+
+    /// The quarantine entries, oldest first: (delivery key, status).
+    async fn quarantine(&self) -> Vec<(String, String, String)> {
+        let (status, list) = self.ops("GET", "/v1/quarantine", Value::Null).await;
+        assert_eq!(status, 200, "{list}");
+        list["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["delivery_key"].as_str().unwrap_or_default().to_owned(),
+                    e["status"].as_str().unwrap().to_owned(),
+                    e["quarantine_id"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// Compares everything the read paths show with the model.
+    async fn check(&self, model: &Model, step: &Step) {
+        let reader = self.env.reader();
+        let now = Timestamp::now();
+        for part in PARTS {
+            let offers = self.query.offers(&reader, part, None, now).await.unwrap();
+            let shown: BTreeMap<String, String> = offers["offers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    (
+                        o["connector"].as_str().unwrap().to_owned(),
+                        o["observation_id"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            let expected: BTreeMap<String, String> = model
+                .offers(part)
+                .into_iter()
+                .map(|(s, id)| (s.connector().to_owned(), id))
+                .collect();
+            assert_eq!(shown, expected, "offers of {part} after {step:?}");
+            let history = self.query.history(&reader, part, None, 100).await.unwrap();
+            let shown: Vec<(String, bool)> = history["observations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    (
+                        o["observation_id"].as_str().unwrap().to_owned(),
+                        o["superseded"].as_bool().unwrap(),
+                    )
+                })
+                .collect();
+            assert_eq!(
+                shown,
+                model.history(part),
+                "history of {part} after {step:?}"
+            );
+        }
+        if let Some(key) = &self.last_key {
+            // The delivery's record as the ops route shows it.
+            let (status, shown) = self
+                .ops("GET", &format!("/v1/deliveries/{key}"), Value::Null)
+                .await;
+            match (status, model.records.get(key)) {
+                (200, Some(e)) => {
+                    let ids: Vec<String> = shown["observation_ids"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .map(|i| i.as_str().unwrap_or_default().to_owned())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let confidence = if e.beyond_horizon {
+                        "beyond_horizon"
+                    } else {
+                        "within_horizon"
+                    };
+                    assert_eq!(
+                        (
+                            shown["state"].as_str(),
+                            shown["attempts"].as_u64(),
+                            shown["epoch"].as_u64(),
+                            ids,
+                            shown["dedup_confidence"].as_str()
+                        ),
+                        (
+                            Some("COMMITTED"),
+                            Some(u64::from(e.attempts)),
+                            Some(u64::from(e.epoch)),
+                            e.observations.clone(),
+                            Some(confidence)
+                        ),
+                        "record of {key} after {step:?}"
+                    );
+                }
+                (404, None) => {}
+                (status, e) => {
+                    panic!("record of {key} after {step:?}: system {status} {shown}, model {e:?}")
+                }
+            }
+        }
+        let shown: Vec<(String, String)> = self
+            .quarantine()
+            .await
+            .into_iter()
+            .map(|(k, s, _)| (k, s))
+            .collect();
+        let expected: Vec<(String, String)> = model
+            .quarantine
+            .iter()
+            .map(|q| (q.delivery_key.clone(), q.status.clone()))
+            .collect();
+        assert_eq!(shown, expected, "quarantine after {step:?}");
+    }
+}
+
+struct ModelTest;
+
+impl StateMachineTest for ModelTest {
+    type SystemUnderTest = Harness;
+    type Reference = Reference;
+
+    fn init_test(_: &Model) -> Harness {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let system = rt.block_on(async {
+            let env = spawn_heavy_env(false, "model").await;
+            for source in Source::ALL {
+                env.seed(&connector_of(source)).await;
+            }
+            let clock = Arc::new(DayClock(AtomicI64::new(0)));
+            let stream = env.stream().await;
+            let projector = env.projector();
+            let query = env.query();
+            let corrections = CorrectionService::new(
+                env.store.clone(),
+                env.store.clone(),
+                env.store.clone(),
+                clock.clone(),
+                Arc::new(NoFaults),
+            );
+            let queue = Arc::new(feedsafe::aws::sqs::SqsDeliveryQueue::new(
+                env.clients.sqs.clone(),
+                &env.resources.queue("IngestQueue").unwrap().url,
+            ));
+            let ops = OpsService::new(
+                env.store.clone(),
+                RawArchive::new(env.clients.s3.clone(), &env.bucket),
+                queue,
+                None,
+                clock.clone(),
+            )
+            .with_corrections(corrections.clone());
+            System {
+                env,
+                clock,
+                projector,
+                query,
+                corrections,
+                ops,
+                stream,
+                seen: Vec::new(),
+                last_key: None,
+                rebuilt: None,
+            }
+        });
+        Harness { rt, system }
+    }
+
+    fn apply(mut harness: Harness, model: &Model, step: Step) -> Harness {
+        STEPS.fetch_add(1, Ordering::SeqCst);
+        let Harness { rt, system } = &mut harness;
+        rt.block_on(async {
+            system.last_key = None;
+            match &step {
+                Step::Deliver {
+                    source,
+                    id,
+                    payload,
+                    mode,
+                } => {
+                    system
+                        .deliver(*source, id, payload, mode, model.today)
+                        .await
+                }
+                Step::AdvanceDays(days) => {
+                    system.clock.0.fetch_add(*days, Ordering::SeqCst);
+                }
+                Step::Correct { source, from, to } => {
+                    let result = system
+                        .corrections
+                        .correct(&CorrectionRequest {
+                            source: source_ref(*source),
+                            from_item: PARTS[*from].into(),
+                            to_item: CanonicalItem::parse_key(PARTS[*to]).unwrap(),
+                            reason: "model".into(),
+                            actor: None,
+                        })
+                        .await;
+                    match result {
+                        Ok(_) | Err(CorrectionError::Conflict(_)) => {}
+                        Err(e) => panic!("correction failed: {e}"),
+                    }
+                }
+                Step::Quarantine(source) => {
+                    let _ = feedsafe::operations::quarantine_source(
+                        &system.env.store,
+                        &source_ref(*source),
+                        "model",
+                        None,
+                        Timestamp::now(),
+                    )
+                    .await;
+                }
+                Step::Lift(source) => {
+                    let _ = feedsafe::operations::lift_source_quarantine(
+                        &system.env.store,
+                        &source_ref(*source),
+                        "model",
+                        None,
+                        Timestamp::now(),
+                    )
+                    .await;
+                }
+                Step::Reject(index) | Step::Accept(index) => {
+                    let open: Vec<String> = system
+                        .quarantine()
+                        .await
+                        .into_iter()
+                        .filter(|(_, s, _)| s == "open")
+                        .map(|(_, _, id)| id)
+                        .collect();
+                    let id = &open[*index];
+                    let body = match &step {
+                        Step::Reject(_) => json!({"action": "reject", "reason": "model"}),
+                        _ => json!({"action": "accept_as_new_delivery", "reason": "model",
+                                    "delivery_id": format!("ACC{}", model.sent.len() - 1)}),
+                    };
+                    let (status, answer) = system
+                        .ops("POST", &format!("/v1/quarantine/{id}/resolve"), body)
+                        .await;
+                    assert_eq!(status, 200, "{answer}");
+                    if matches!(step, Step::Accept(_)) {
+                        let service = system.service(Arc::new(NoFaults));
+                        let (received, failed) =
+                            system.env.pump_once("IngestQueue", &service, 30).await;
+                        assert_eq!(
+                            (received, failed),
+                            (1, 0),
+                            "the accepted delivery is ingested"
+                        );
+                        system.last_key = answer["new_delivery_key"].as_str().map(str::to_owned);
+                    }
+                }
+                Step::RedeliverStream(seed) => {
+                    let mut rng = TestRng::seeded(*seed);
+                    let mut again: Vec<_> = system.seen.clone();
+                    rng.shuffle(&mut again);
+                    again.truncate(60);
+                    for batch in again.chunks(20) {
+                        let changes: Vec<_> = batch
+                            .iter()
+                            .map(|(n, o, i, _)| {
+                                feedsafe::stream::classify(n, o.clone(), i.clone()).unwrap()
+                            })
+                            .collect();
+                        system.projector.apply_batch(&changes).await.unwrap();
+                    }
+                }
+                Step::Rebuild => {
+                    let rebuilt = system.rebuilt_projection().await;
+                    let projector = system.env.projector_into(rebuilt.clone());
+                    let live = system.env.projection_store();
+                    for part in PARTS {
+                        projector
+                            .rebuild_item(&source_ref(Source::Ordered).tenant, &item_key(part))
+                            .await
+                            .unwrap();
+                        for source in Source::ALL {
+                            let key = ProjectionKey {
+                                item: item_key(part),
+                                source: source_ref(source),
+                            };
+                            let strip = |o: Option<feedsafe::projection::ProjectedOffer>| {
+                                o.map(|o| (o.basis, o.source_quarantined))
+                            };
+                            assert_eq!(
+                                strip(rebuilt.current(&key).await.unwrap()),
+                                strip(live.current(&key).await.unwrap()),
+                                "a rebuild of {part} / {source:?} equals the live projection"
+                            );
+                        }
+                    }
+                }
+            }
+            system.project().await;
+            system.check(model, &step).await;
+        });
+        harness
+    }
+}
+
+/// Histories in all (`FEEDSAFE_MODEL_CASES`, default 300), spread over the lanes.
+fn cases_per_lane() -> u32 {
+    let total: u32 = std::env::var("FEEDSAFE_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    total.div_ceil(LANES)
+}
+
+/// A multiple of the usual `--test-threads 4`, so that no thread idles while two lanes finish.
+const LANES: u32 = 8;
+
+/// Shrinking replays the history against the engines each time: bounded by default,
+/// `PROPTEST_MAX_SHRINK_ITERS` for more.
+fn shrink_iters() -> u32 {
+    std::env::var("PROPTEST_MAX_SHRINK_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
+}
+
+prop_state_machine! {
+    #![proptest_config(ProptestConfig {
+        cases: cases_per_lane(),
+        max_shrink_iters: shrink_iters(),
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions")
+        )),
+        .. ProptestConfig::default()
+    })]
+
+    #[test]
+    fn histories_lane_1(sequential 1..=40 => ModelTest);
+    #[test]
+    fn histories_lane_2(sequential 1..=40 => ModelTest);
+    #[test]
+    fn histories_lane_3(sequential 1..=40 => ModelTest);
+    #[test]
+    fn histories_lane_4(sequential 1..=40 => ModelTest);
+    #[test]
+    fn histories_lane_5(sequential 1..=40 => ModelTest);
+    #[test]
+    fn histories_lane_6(sequential 1..=40 => ModelTest);
+    #[test]
+    fn histories_lane_7(sequential 1..=40 => ModelTest);
+    #[test]
+    fn histories_lane_8(sequential 1..=40 => ModelTest);
+}
