@@ -427,22 +427,7 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for RequestCounter 
 impl TestEnv {
     /// An ingest service whose DynamoDB and S3 clients report every operation to `counter`.
     pub fn counted_service(&self, counter: &RequestCounter) -> IngestService {
-        let dynamodb = aws_sdk_dynamodb::Client::from_conf(
-            self.clients
-                .dynamodb
-                .config()
-                .to_builder()
-                .interceptor(counter.clone())
-                .build(),
-        );
-        let s3 = aws_sdk_s3::Client::from_conf(
-            self.clients
-                .s3
-                .config()
-                .to_builder()
-                .interceptor(counter.clone())
-                .build(),
-        );
+        let AwsClients { dynamodb, s3, .. } = intercepted(&self.clients, counter.clone());
         let store = Arc::new(DynamoEvidenceStore::new(dynamodb, &self.table));
         IngestService::new(
             store.clone(),
@@ -1152,26 +1137,34 @@ impl FaultInjector {
 
     /// `clients` with this injector on DynamoDB and S3 (SQS, the retry mechanism, is left alone).
     pub fn wrap(&self, clients: &AwsClients) -> AwsClients {
-        AwsClients {
-            dynamodb: aws_sdk_dynamodb::Client::from_conf(
-                clients
-                    .dynamodb
-                    .config()
-                    .to_builder()
-                    .interceptor(self.clone())
-                    .build(),
-            ),
-            s3: aws_sdk_s3::Client::from_conf(
-                clients
-                    .s3
-                    .config()
-                    .to_builder()
-                    .interceptor(self.clone())
-                    .build(),
-            ),
-            sqs: clients.sqs.clone(),
-            local_access_key: clients.local_access_key.clone(),
-        }
+        intercepted(clients, self.clone())
+    }
+}
+
+/// `clients` with `interceptor` on the DynamoDB and S3 clients (SQS unchanged).
+pub fn intercepted(
+    clients: &AwsClients,
+    interceptor: impl aws_smithy_runtime_api::client::interceptors::Intercept + Clone + 'static,
+) -> AwsClients {
+    AwsClients {
+        dynamodb: aws_sdk_dynamodb::Client::from_conf(
+            clients
+                .dynamodb
+                .config()
+                .to_builder()
+                .interceptor(interceptor.clone())
+                .build(),
+        ),
+        s3: aws_sdk_s3::Client::from_conf(
+            clients
+                .s3
+                .config()
+                .to_builder()
+                .interceptor(interceptor)
+                .build(),
+        ),
+        sqs: clients.sqs.clone(),
+        local_access_key: clients.local_access_key.clone(),
     }
 }
 
