@@ -1,0 +1,170 @@
+//! Whether a stored claim may be current (`Visibility`), decided once per value per batch
+//! (`Eligibility`: single-flight reads of commit markers, connectors, rules and source
+//! quarantine state).
+
+use super::*;
+
+/// Why an observation is or is not eligible for the current projection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    Eligible,
+    /// Its delivery is not committed (a staged delivery in progress): invisible everywhere.
+    NotCommitted,
+    /// Its run is not complete and the connector publishes `on_run_complete`: invisible everywhere.
+    AwaitingRun,
+    /// Replaced by an identity correction: in history (marked), not current.
+    Superseded,
+    /// Observed later than it was retrieved (beyond the connector's clock-skew tolerance): a
+    /// claim from the future, in history (flagged), never current.
+    FutureDated,
+    /// An identity correction in force attributes it to another item; its re-attributed copy
+    /// takes its place (in history, marked; never current under this item).
+    AwaitingCorrection,
+    /// Its source is quarantined: in history, not current.
+    SourceQuarantined,
+}
+
+impl Visibility {
+    /// Whether readers may see the observation at all (in history).
+    pub fn is_published(&self) -> bool {
+        !matches!(self, Self::NotCommitted | Self::AwaitingRun)
+    }
+}
+
+type Cell<T> = Arc<tokio::sync::OnceCell<T>>;
+
+#[derive(Default)]
+struct EligibilityCache {
+    markers: HashMap<(String, u32), Cell<bool>>,
+    runs: HashMap<String, Cell<Option<Run>>>,
+    connectors: HashMap<ConnectorId, Cell<Option<ConnectorConfig>>>,
+    quarantines: HashMap<SourceRef, Cell<bool>>,
+    rules: HashMap<SourceRef, Cell<CorrectionRules>>,
+}
+
+/// Evaluates eligibility with per-pass caches (one projector batch or one read request). Shared
+/// by the concurrent key computations of a batch (`&self`): each value is read once, however
+/// many keys ask for it at the same moment.
+pub struct Eligibility<'a> {
+    reads: &'a dyn EvidenceReads,
+    cache: Mutex<EligibilityCache>,
+}
+
+impl<'a> Eligibility<'a> {
+    pub fn new(reads: &'a dyn EvidenceReads) -> Self {
+        Self {
+            reads,
+            cache: Mutex::new(EligibilityCache::default()),
+        }
+    }
+
+    /// The cell that holds (or will hold) one cached value.
+    fn cell<K: Clone + Eq + std::hash::Hash, T>(
+        &self,
+        pick: impl FnOnce(&mut EligibilityCache) -> &mut HashMap<K, Cell<T>>,
+        key: &K,
+    ) -> Cell<T> {
+        match self.cache.lock() {
+            Ok(mut cache) => pick(&mut cache).entry(key.clone()).or_default().clone(),
+            // A poisoned cache only costs a read.
+            Err(_) => Cell::default(),
+        }
+    }
+
+    pub async fn source_quarantined(&self, source: &SourceRef) -> Result<bool, StoreError> {
+        let cell = self.cell(|c| &mut c.quarantines, source);
+        cell.get_or_try_init(|| async {
+            Ok(self
+                .reads
+                .source_quarantine(source)
+                .await?
+                .is_some_and(|q| q.active))
+        })
+        .await
+        .copied()
+    }
+
+    /// The identity rules in force for a source.
+    pub async fn rules(&self, source: &SourceRef) -> Result<CorrectionRules, StoreError> {
+        let cell = self.cell(|c| &mut c.rules, source);
+        cell.get_or_try_init(|| self.reads.correction_rules(source))
+            .await
+            .cloned()
+    }
+
+    /// Unstaged observations were committed with their delivery; staged ones once their
+    /// delivery's commit marker exists (which, unlike the replay record, never expires).
+    async fn delivery_committed(&self, observation: &Observation) -> Result<bool, StoreError> {
+        if !observation.staged {
+            return Ok(true);
+        }
+        let key = (observation.delivery_key.clone(), observation.epoch);
+        let cell = self.cell(|c| &mut c.markers, &key);
+        cell.get_or_try_init(|| self.reads.commit_marker_exists(&key.0, key.1))
+            .await
+            .copied()
+    }
+
+    async fn connector(&self, id: &ConnectorId) -> Result<Option<ConnectorConfig>, StoreError> {
+        let cell = self.cell(|c| &mut c.connectors, id);
+        cell.get_or_try_init(|| self.reads.connector_config(id))
+            .await
+            .cloned()
+    }
+
+    async fn run_published(&self, observation: &Observation) -> Result<bool, StoreError> {
+        let Some(run_id) = &observation.run_id else {
+            return Ok(true);
+        };
+        let policy = self
+            .connector(&observation.connector)
+            .await?
+            .map_or(Publication::PerPage, |c| c.publication);
+        if policy == Publication::PerPage {
+            return Ok(true);
+        }
+        let cell = self.cell(|c| &mut c.runs, &run_id.to_string());
+        let run = cell
+            .get_or_try_init(|| self.reads.run(run_id.as_str()))
+            .await?;
+        // Published when the projector marked the run COMPLETE (after counting its pages).
+        Ok(run
+            .as_ref()
+            .is_some_and(|r| r.status == Some(RunStatus::Complete)))
+    }
+
+    /// Everything but the source quarantine: whether the observation may be a projection row.
+    pub async fn check_for_row(&self, observation: &Observation) -> Result<Visibility, StoreError> {
+        if !self.delivery_committed(observation).await? {
+            return Ok(Visibility::NotCommitted);
+        }
+        if !self.run_published(observation).await? {
+            return Ok(Visibility::AwaitingRun);
+        }
+        if observation.superseded_by.is_some() {
+            return Ok(Visibility::Superseded);
+        }
+        if observation.future_dated {
+            return Ok(Visibility::FutureDated);
+        }
+        if !self
+            .rules(&observation.source())
+            .await?
+            .attributes(observation)
+        {
+            return Ok(Visibility::AwaitingCorrection);
+        }
+        Ok(Visibility::Eligible)
+    }
+
+    /// The full rule: whether the observation may be the current offer of its source.
+    pub async fn check(&self, observation: &Observation) -> Result<Visibility, StoreError> {
+        match self.check_for_row(observation).await? {
+            Visibility::Eligible if self.source_quarantined(&observation.source()).await? => {
+                Ok(Visibility::SourceQuarantined)
+            }
+            other => Ok(other),
+        }
+    }
+}
