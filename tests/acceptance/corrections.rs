@@ -217,6 +217,11 @@ async fn a_correction_recorded_while_a_staged_delivery_is_pending_covers_all_of_
             .unwrap_or(false)
     })
     .await;
+    wait_until(
+        "the newer row (from the delivery's last chunk) is current under AX-440-R2",
+        || async { offer_quantities(&stack, "AX-440-R2").await == vec![("acme-eu".into(), 150)] },
+    )
+    .await;
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     assert!(
         offers(&stack, "AX-440").await["offers"]
