@@ -79,7 +79,11 @@ async fn a_completed_run_re_announced_a_hundred_times_stays_closed_and_unchanged
             .is_some_and(|r| r.status == Some(RunStatus::Complete))
     })
     .await;
-    // Let the projector settle whatever the completion caused.
+    wait_until("both pages are projected", || async {
+        env.table_items(&env.projection_table()).await.len() == 2
+    })
+    .await;
+    // Let the projector settle whatever else the completion caused.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let run_before = raw_run_item(&env, &run_id).await;
     let projection_before = env.table_items(&env.projection_table()).await;

@@ -1,24 +1,27 @@
 //! The fault-injected soak (issue 9), opt-in: `scripts/soak` (or
 //! `cargo test -p acceptance --test acceptance soak -- --ignored --nocapture`).
 //!
-//! The local stack takes `FEEDSAFE_SOAK_DELIVERIES` (2,000) signed webhooks from 8 concurrent
-//! senders -- fresh events, exact duplicates, changed payloads under an acknowledged event id,
-//! late backfills -- while `FEEDSAFE_SOAK_FAULT_RATE` (5 %) of its DynamoDB and S3 calls fail,
-//! half before the request is sent and half after it ran. At the end: every acknowledged event
-//! is stored once with exactly its rows, each changed payload is quarantined once, the current
-//! offer of every item is the one the model says, the dead-letter queue is empty (no permanent
-//! fault was injected); it prints throughput, acknowledgement-to-readable latency and counts.
+//! The local stack takes `FEEDSAFE_SOAK_DELIVERIES` (2,000) deliveries from six webhook senders
+//! (fresh events, exact duplicates, changed payloads under an acknowledged event id, late
+//! backfills), a pull scheduler (paginated exports, some runs repeated at once) and a file
+//! dropper (new files, new versions, repeated notifications), while `FEEDSAFE_SOAK_FAULT_RATE`
+//! (5 %) of its DynamoDB and S3 calls time out, half before the request is sent and half after
+//! it ran. At the end: every acknowledged delivery is stored once with exactly one acknowledged
+//! version's rows, each other version is quarantined once, the current offer of every item per
+//! connector is the one the model says, the dead-letter queue is empty (no permanent fault was
+//! injected); it prints throughput, acknowledgement-to-readable latency and counts.
 
 use acceptance::*;
 use feedsafe::webhook::{sign, SigningSecret};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The sample secret of the local `acme-events` connector (not a production secret).
 const SECRET: &str = "whsec_bG9jYWwtc2FtcGxlLXNlY3JldC1ub3QtZm9yLXByb2R1Y3Rpb24=";
-const SENDERS: usize = 8;
+/// Webhook senders; one pull scheduler and one file dropper run beside them.
+const WEBHOOK_SENDERS: usize = 6;
 const ITEMS: u64 = 40;
 const SOURCE: &str = "urn:acme:soak";
 
@@ -37,24 +40,29 @@ enum Kind {
     Late,
 }
 
-/// One event as the supplier means it: its id, rows (item, quantity, observed second).
+/// A delivery's rows as the supplier means them: (item, quantity, observed second).
+type Rows = Vec<(u64, u64, i64)>;
+
+/// One webhook event: its id and rows.
 #[derive(Debug, Clone)]
 struct Event {
     id: String,
-    rows: Vec<(u64, u64, i64)>,
+    rows: Rows,
+}
+
+fn offer_row(item: u64, quantity: u64, second: i64) -> Value {
+    json!({
+        "sku": format!("SOAK-{item:03}"), "quantity": quantity, "unit": "each",
+        "price": "9.50", "currency": "EUR",
+        "observed_at": feedsafe::timestamp::Timestamp::from_unix_seconds(second).expect("a valid second").to_rfc3339(),
+    })
 }
 
 fn body(event: &Event) -> Vec<u8> {
     let offers: Vec<Value> = event
         .rows
         .iter()
-        .map(|(item, quantity, second)| {
-            json!({
-                "sku": format!("SOAK-{item:03}"), "quantity": quantity, "unit": "each",
-                "price": "9.50", "currency": "EUR",
-                "observed_at": feedsafe::timestamp::Timestamp::from_unix_seconds(*second).expect("a valid second").to_rfc3339(),
-            })
-        })
+        .map(|&(item, quantity, second)| offer_row(item, quantity, second))
         .collect();
     serde_json::to_vec(&json!({
         "specversion": "1.0", "id": event.id, "source": SOURCE, "type": "offer.snapshot",
@@ -63,18 +71,60 @@ fn body(event: &Event) -> Vec<u8> {
     .unwrap()
 }
 
-fn delivery_key(event_id: &str) -> String {
-    format!("demo/acme-events/ACME-EVT/{SOURCE}/{event_id}")
+fn csv_file(rows: &Rows) -> Vec<u8> {
+    let mut out = String::from("sku,quantity,unit,price,currency,observed_at\n");
+    for &(item, quantity, second) in rows {
+        let at = feedsafe::timestamp::Timestamp::from_unix_seconds(second)
+            .expect("a valid second")
+            .to_rfc3339();
+        out.push_str(&format!("SOAK-{item:03},{quantity},each,9.50,EUR,{at}\n"));
+    }
+    out.into_bytes()
+}
+
+const WEBHOOKS: &str = "acme-events";
+const PULLS: &str = "acme-eu";
+const DROPS: &str = "acme-files";
+
+fn webhook_key(event_id: &str) -> String {
+    format!("demo/{WEBHOOKS}/ACME-EVT/{SOURCE}/{event_id}")
+}
+
+fn page_key(export_id: &str, page: usize) -> String {
+    format!("demo/{PULLS}/ACC-1/{export_id}/{page}")
+}
+
+fn drop_key(file: &str, version: &str) -> String {
+    format!("demo/{DROPS}/ACC-FILES/{file}@{version}")
 }
 
 /// What the senders did, for the model.
 #[derive(Default)]
 struct Sent {
-    /// Acknowledged events, every version acknowledged, in acknowledgement order.
-    versions: BTreeMap<String, Vec<Event>>,
-    /// Acknowledged events in order (for duplicates and mutations to pick from).
-    acked: Vec<String>,
+    /// Per delivery key: its connector and every distinct version acknowledged, in order.
+    versions: BTreeMap<String, (&'static str, Vec<Rows>)>,
+    /// Acknowledged webhook events (for duplicates and mutations to pick from).
+    acked: Vec<Event>,
+    /// Dropped object versions (file, version, size), for repeated notifications.
+    dropped: Vec<(String, String, u64)>,
+    /// Webhook attempts answered with something other than 202 (the sender retried).
     rejected_attempts: u64,
+    /// Pull runs started (each export is run until every page is enqueued, some twice).
+    pull_runs: u64,
+    /// Drop notifications handled again (S3 delivers at least once) or retried after a fault.
+    renotified: u64,
+}
+
+impl Sent {
+    fn acknowledged(&mut self, key: String, connector: &'static str, rows: &Rows) {
+        let (_, versions) = self
+            .versions
+            .entry(key)
+            .or_insert_with(|| (connector, Vec::new()));
+        if !versions.contains(rows) {
+            versions.push(rows.clone());
+        }
+    }
 }
 
 async fn post(url: &str, event: &Event, webhook_id: &str) -> u16 {
@@ -103,9 +153,13 @@ async fn post(url: &str, event: &Event, webhook_id: &str) -> u16 {
     .unwrap()
 }
 
-/// The item's current offer from the soak's source, read through the query service (the
-/// readers' route): (observed second, quantity).
-async fn current_offer(query: &feedsafe::query::QueryService, item: u64) -> Option<(i64, u64)> {
+/// The item's current offer from `connector`, read through the query service (the readers'
+/// route): (observed second, quantity).
+async fn current_offer(
+    query: &feedsafe::query::QueryService,
+    connector: &str,
+    item: u64,
+) -> Option<(i64, u64)> {
     let reader = feedsafe::query::Principal {
         tenant: feedsafe::ids::TenantId::parse("demo").unwrap(),
         scopes: vec!["offers:read".into()],
@@ -117,7 +171,7 @@ async fn current_offer(query: &feedsafe::query::QueryService, item: u64) -> Opti
         .await
         .ok()?;
     offers["offers"].as_array()?.iter().find_map(|o| {
-        (o["connector"] == "acme-events").then(|| {
+        (o["connector"] == connector).then(|| {
             let at = feedsafe::timestamp::Timestamp::parse(o["observed_at"].as_str()?).ok()?;
             Some((at.unix_seconds(), o["quantity"].as_u64()?))
         })?
@@ -128,11 +182,212 @@ fn pick(rng: &mut TestRng, below: u64) -> u64 {
     rng.below(below as usize) as u64
 }
 
+/// The number of the next `count` deliveries of the `deliveries` sent in all, if any are left.
+fn take_slot(
+    next: &std::sync::atomic::AtomicUsize,
+    count: usize,
+    deliveries: usize,
+) -> Option<usize> {
+    let n = next.fetch_add(count, std::sync::atomic::Ordering::SeqCst);
+    (n < deliveries).then_some(n)
+}
+
+/// One of `earlier`, chosen by `rng`, if there is any.
+fn any_of<T: Clone>(rng: &mut TestRng, earlier: &[T]) -> Option<T> {
+    (!earlier.is_empty()).then(|| earlier[pick(rng, earlier.len() as u64) as usize].clone())
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Observed seconds: fresh rows move forward from here, late backfills go back before it.
+const BASE: i64 = 1_795_000_000;
+
+/// `n`'s rows: up to `most` rows, fresh (after `BASE`, later for a later `n`) or late.
+fn rows(rng: &mut TestRng, n: usize, most: u64, late: bool) -> Rows {
+    (0..1 + pick(rng, most))
+        .map(|r| {
+            let second = if late {
+                BASE - 100_000 - (n as i64) * 10 - r as i64
+            } else {
+                BASE + (n as i64) * 10 + r as i64
+            };
+            (pick(rng, ITEMS), pick(rng, 500), second)
+        })
+        .collect()
+}
+
+/// A supplier's webhook sender: fresh events, exact duplicates, changed payloads under an
+/// acknowledged event id and late backfills, each retried until acknowledged.
+async fn webhook_sender(
+    mut rng: TestRng,
+    url: String,
+    deliveries: usize,
+    next: Arc<std::sync::atomic::AtomicUsize>,
+    sent: Arc<Mutex<Sent>>,
+    acks: tokio::sync::mpsc::UnboundedSender<(Instant, u64, i64)>,
+) {
+    while let Some(n) = take_slot(&next, 1, deliveries) {
+        let roll = pick(&mut rng, 100);
+        let earlier = any_of(&mut rng, &sent.lock().unwrap().acked);
+        let (kind, event) = match (roll, earlier) {
+            (0..=14, Some(e)) => (Kind::Duplicate, e),
+            (15..=19, Some(mut e)) => {
+                // Another quantity under the same event id.
+                e.rows[0].1 += 1 + pick(&mut rng, 1000);
+                (Kind::Mutated, e)
+            }
+            (20..=29, _) => (
+                Kind::Late,
+                Event {
+                    id: format!("late-{n}"),
+                    rows: rows(&mut rng, n, 3, true),
+                },
+            ),
+            _ => (
+                Kind::Fresh,
+                Event {
+                    id: format!("evt-{n}"),
+                    rows: rows(&mut rng, n, 5, false),
+                },
+            ),
+        };
+        // A supplier retries until it is acknowledged.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let status = post(&url, &event, &format!("msg-{n}-{attempt}")).await;
+            if status == 202 {
+                break;
+            }
+            sent.lock().unwrap().rejected_attempts += 1;
+            assert!(
+                attempt < 50,
+                "delivery {n} never acknowledged (last {status})"
+            );
+            tokio::time::sleep(Duration::from_millis(50 * attempt.min(10))).await;
+        }
+        if n.is_multiple_of(200) {
+            println!("soak: delivery {n} acknowledged after {attempt} attempt(s)");
+        }
+        let mut s = sent.lock().unwrap();
+        s.acknowledged(webhook_key(&event.id), WEBHOOKS, &event.rows);
+        if kind == Kind::Fresh || kind == Kind::Late {
+            if kind == Kind::Fresh && n.is_multiple_of(10) {
+                let (item, _, second) = event.rows[0];
+                let _ = acks.send((Instant::now(), item, second));
+            }
+            s.acked.push(event);
+        }
+    }
+}
+
+/// The scheduler's part: one export after another from the supplier's paginated API, each
+/// run (through the faulty adapters) until every page is enqueued; one run in five is
+/// started again at once, while its pages are still uncommitted, which re-enqueues them.
+async fn pull_sender(
+    mut rng: TestRng,
+    supplier: &feedsafe::fake_supplier::FakeSupplierHandle,
+    pull: &feedsafe::poller::PullService,
+    deliveries: usize,
+    next: Arc<std::sync::atomic::AtomicUsize>,
+    sent: Arc<Mutex<Sent>>,
+) {
+    let connector = feedsafe::ids::ConnectorId::parse(PULLS).unwrap();
+    for export in 0.. {
+        let pages = 1 + pick(&mut rng, 3) as usize;
+        let Some(n) = take_slot(&next, pages, deliveries) else {
+            return;
+        };
+        let late = pick(&mut rng, 10) == 0;
+        let export_id = format!("EXP-SOAK-{export}");
+        let page_rows: Vec<Rows> = (0..pages).map(|p| rows(&mut rng, n + p, 3, late)).collect();
+        supplier.set_export(
+            PULLS,
+            &export_id,
+            page_rows
+                .iter()
+                .map(|r| r.iter().map(|&(i, q, s)| offer_row(i, q, s)).collect())
+                .collect(),
+        );
+        let runs = 1 + usize::from(pick(&mut rng, 5) == 0);
+        for _ in 0..runs {
+            for attempt in 1.. {
+                sent.lock().unwrap().pull_runs += 1;
+                match pull.run_connector(&connector).await {
+                    Ok(report) if report.failed.is_empty() => break,
+                    _ => {
+                        assert!(attempt < 50, "{export_id} never fully enqueued");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        }
+        let mut s = sent.lock().unwrap();
+        for (p, r) in page_rows.iter().enumerate() {
+            s.acknowledged(page_key(&export_id, p + 1), PULLS, r);
+        }
+    }
+}
+
+/// Files dropped into the bucket (the supplier's side, not faulty): new files, new versions
+/// of a file already dropped, and notifications S3 delivers again for a version already seen.
+async fn drop_sender(
+    mut rng: TestRng,
+    env: Arc<TestEnv>,
+    drops: feedsafe::drops::DropService,
+    deliveries: usize,
+    next: Arc<std::sync::atomic::AtomicUsize>,
+    sent: Arc<Mutex<Sent>>,
+) {
+    while let Some(n) = take_slot(&next, 1, deliveries) {
+        let roll = pick(&mut rng, 100);
+        let earlier = any_of(&mut rng, &sent.lock().unwrap().dropped);
+        if let (0..=14, Some((file, version, size))) = (roll, &earlier) {
+            let object = feedsafe::drops::DroppedObject {
+                bucket: env.bucket.clone(),
+                key: format!("drops/{DROPS}/{file}"),
+                version_id: Some(version.clone()),
+                size: *size,
+            };
+            for attempt in 1.. {
+                sent.lock().unwrap().renotified += 1;
+                if drops.handle(&object).await.is_ok() {
+                    break;
+                }
+                assert!(attempt < 50, "{file}@{version} never enqueued again");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            continue;
+        }
+        // A new version of an earlier file, or a new file.
+        let file = match (roll, earlier) {
+            (15..=24, Some((file, _, _))) => file,
+            _ => format!("soak-{n}.csv"),
+        };
+        let rows = rows(&mut rng, n, 3, roll >= 90);
+        let body = csv_file(&rows);
+        let size = body.len() as u64;
+        let version = env
+            .clients
+            .s3
+            .put_object()
+            .bucket(&env.bucket)
+            .key(format!("drops/{DROPS}/{file}"))
+            .body(body.into())
+            .send()
+            .await
+            .expect("the supplier's upload")
+            .version_id
+            .expect("a versioned bucket");
+        let mut s = sent.lock().unwrap();
+        s.acknowledged(drop_key(&file, &version), DROPS, &rows);
+        s.dropped.push((file, version, size));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -145,109 +400,48 @@ async fn soak_under_injected_faults() {
         "soak: {deliveries} deliveries, {:.1} % faults, FEEDSAFE_SEED={seed}",
         rate * 100.0
     );
-    let env = spawn_heavy_env(true, "soak").await;
+    let env = Arc::new(spawn_heavy_env(true, "soak").await);
     let faults = FaultInjector::new(seed, rate);
-    let stack = spawn_stack_on(&env, faults.wrap(&env.clients)).await;
+    // A batch of ten under injected timeouts takes seconds on the local engines; a shorter
+    // visibility would have the other pollers redo the work in flight (stress that the model
+    // and the crash matrix cover), a longer one would delay each failed message's retry.
+    let stack = spawn_stack_on(&env, faults.wrap(&env.clients), 10).await;
     faults.arm();
-    let url = format!("{}/v1/webhooks/acme-events", stack.base_url());
+    let url = format!("{}/v1/webhooks/{WEBHOOKS}", stack.base_url());
 
-    // Observed seconds: fresh events move forward, late backfills go back before the start.
-    let base: i64 = 1_795_000_000;
     let sent = Arc::new(Mutex::new(Sent::default()));
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     // (acknowledged at, item, observed second) of every tenth fresh event, for the latency.
     let (acks, mut acked_rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, u64, i64)>();
     let started = Instant::now();
     let mut senders = Vec::new();
-    for sender in 0..SENDERS {
-        let (sent, next, url, acks) = (sent.clone(), next.clone(), url.clone(), acks.clone());
-        senders.push(tokio::spawn(async move {
-            let mut rng = TestRng::seeded(seed.wrapping_add(sender as u64 * 7919));
-            loop {
-                let n = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                if n >= deliveries {
-                    return;
-                }
-                let roll = pick(&mut rng, 100);
-                let earlier = {
-                    let s = sent.lock().unwrap();
-                    (!s.acked.is_empty()).then(|| {
-                        let id = s.acked[pick(&mut rng, s.acked.len() as u64) as usize].clone();
-                        s.versions[&id][0].clone()
-                    })
-                };
-                let (kind, event) = match (roll, earlier) {
-                    (0..=14, Some(e)) => (Kind::Duplicate, e),
-                    (15..=19, Some(mut e)) => {
-                        // Another quantity under the same event id.
-                        e.rows[0].1 += 1 + pick(&mut rng, 1000);
-                        (Kind::Mutated, e)
-                    }
-                    (20..=29, _) => (
-                        Kind::Late,
-                        Event {
-                            id: format!("late-{n}"),
-                            rows: (0..1 + pick(&mut rng, 3))
-                                .map(|r| {
-                                    (
-                                        pick(&mut rng, ITEMS),
-                                        pick(&mut rng, 500),
-                                        base - 100_000 - (n as i64) * 10 - r as i64,
-                                    )
-                                })
-                                .collect(),
-                        },
-                    ),
-                    _ => (
-                        Kind::Fresh,
-                        Event {
-                            id: format!("evt-{n}"),
-                            rows: (0..1 + pick(&mut rng, 5))
-                                .map(|r| {
-                                    (
-                                        pick(&mut rng, ITEMS),
-                                        pick(&mut rng, 500),
-                                        base + (n as i64) * 10 + r as i64,
-                                    )
-                                })
-                                .collect(),
-                        },
-                    ),
-                };
-                // A supplier retries until it is acknowledged.
-                let mut attempt = 0;
-                loop {
-                    attempt += 1;
-                    let status = post(&url, &event, &format!("msg-{n}-{attempt}")).await;
-                    if status == 202 {
-                        break;
-                    }
-                    sent.lock().unwrap().rejected_attempts += 1;
-                    assert!(
-                        attempt < 50,
-                        "delivery {n} never acknowledged (last {status})"
-                    );
-                    tokio::time::sleep(Duration::from_millis(50 * attempt.min(10))).await;
-                }
-                if n % 100 == 0 {
-                    println!("soak: delivery {n} acknowledged after {attempt} attempt(s)");
-                }
-                let mut s = sent.lock().unwrap();
-                let versions = s.versions.entry(event.id.clone()).or_default();
-                let new_version = !versions.iter().any(|v| v.rows == event.rows);
-                if new_version {
-                    versions.push(event.clone());
-                }
-                if kind != Kind::Duplicate && kind != Kind::Mutated {
-                    s.acked.push(event.id.clone());
-                    if kind == Kind::Fresh && n % 10 == 0 {
-                        let (item, _, second) = event.rows[0];
-                        let _ = acks.send((Instant::now(), item, second));
-                    }
-                }
-            }
-        }));
+    for sender in 0..WEBHOOK_SENDERS {
+        senders.push(tokio::spawn(webhook_sender(
+            TestRng::seeded(seed.wrapping_add(sender as u64 * 7919)),
+            url.clone(),
+            deliveries,
+            next.clone(),
+            sent.clone(),
+            acks.clone(),
+        )));
     }
+    // The pull scheduler runs on this task (the supplier's handle stays with the stack).
+    let pulls = pull_sender(
+        TestRng::seeded(seed ^ 0x5011),
+        &stack.supplier,
+        &stack.services.pull,
+        deliveries,
+        next.clone(),
+        sent.clone(),
+    );
+    senders.push(tokio::spawn(drop_sender(
+        TestRng::seeded(seed ^ 0xD209),
+        env.clone(),
+        stack.services.drops.clone(),
+        deliveries,
+        next.clone(),
+        sent.clone(),
+    )));
 
     // Latency sample: acknowledgement -> the claim (or a newer one) is the item's current offer.
     let sampler = {
@@ -274,7 +468,7 @@ async fn soak_under_injected_faults() {
                 }
                 let mut still = Vec::new();
                 for (acked, item, second) in pending.drain(..) {
-                    if current_offer(&query, item)
+                    if current_offer(&query, WEBHOOKS, item)
                         .await
                         .is_some_and(|(at, _)| at >= second)
                     {
@@ -290,38 +484,53 @@ async fn soak_under_injected_faults() {
         })
     };
     drop(acks);
-    for sender in senders {
-        sender.await.unwrap();
-    }
+    let others = async {
+        for sender in senders {
+            sender.await.unwrap();
+        }
+    };
+    tokio::join!(pulls, others);
     let sending = started.elapsed();
     println!(
-        "soak: all {deliveries} acknowledged in {:.1} s; checking the state",
+        "soak: all {deliveries} deliveries acknowledged in {:.1} s; checking the state",
         sending.as_secs_f64()
     );
     let sent = std::mem::take(&mut *sent.lock().unwrap());
 
-    // The model: per event, one stored version with exactly its rows, every other acknowledged
-    // version quarantined once; per item, the newest observed claim among stored versions.
-    let mut lost = Vec::new();
-    let mut duplicates = Vec::new();
-    let mut stored_versions: HashMap<String, Event> = HashMap::new();
+    // The model: per delivery key, one stored version with exactly its rows, every other
+    // acknowledged version quarantined once; per connector and item, the newest observed claim
+    // among stored versions is the current offer.
     let quiet = Instant::now();
-    // One deadline for everything acknowledged to be stored.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    for (id, versions) in &sent.versions {
-        let key = delivery_key(id);
+    // One deadline for everything acknowledged to be committed.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut records = BTreeMap::new();
+    for key in sent.versions.keys() {
         let record = loop {
-            match env.replay(&key).await {
+            match env.replay(key).await {
                 Some(r) if r.state == feedsafe::model::ReplayState::Committed => break Some(r),
                 _ if Instant::now() > deadline => break None,
                 _ => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         };
-        let Some(record) = record else {
-            lost.push(key);
+        records.insert(key.clone(), record);
+    }
+    let mut stored_rows: BTreeMap<String, Vec<feedsafe::model::Observation>> = BTreeMap::new();
+    for o in env.observations().await {
+        stored_rows
+            .entry(o.delivery_key.clone())
+            .or_default()
+            .push(o);
+    }
+    let mut lost = Vec::new();
+    let mut duplicates = Vec::new();
+    let mut stored_versions: Vec<(&'static str, Rows)> = Vec::new();
+    for (key, (connector, versions)) in &sent.versions {
+        let mut observations = stored_rows.remove(key).unwrap_or_default();
+        let Some(record) = &records[key] else {
+            lost.push(format!("{key}: not committed"));
             continue;
         };
-        let observations = env.observations_of(&key).await;
+        observations.sort_by_key(|o| o.row_index);
         let distinct: BTreeSet<String> = observations
             .iter()
             .map(|o| o.observation_id.to_string())
@@ -331,32 +540,27 @@ async fn soak_under_injected_faults() {
         {
             duplicates.push(key.clone());
         }
-        let quantities: Vec<u64> = {
-            let mut o = observations.clone();
-            o.sort_by_key(|o| o.row_index);
-            o.iter().map(|o| o.quantity).collect()
-        };
+        let quantities: Vec<u64> = observations.iter().map(|o| o.quantity).collect();
         match versions
             .iter()
-            .find(|v| v.rows.iter().map(|r| r.1).collect::<Vec<_>>() == quantities)
+            .find(|v| v.iter().map(|r| r.1).collect::<Vec<_>>() == quantities)
         {
-            Some(version) => {
-                stored_versions.insert(id.clone(), version.clone());
-            }
+            Some(version) => stored_versions.push((connector, version.clone())),
             None => lost.push(format!("{key}: stored rows match no acknowledged version")),
         }
     }
+    let unexpected: Vec<&String> = stored_rows.keys().collect();
     println!(
-        "soak: {} events stored, {} lost, {} with duplicates",
+        "soak: {} deliveries stored, {} lost, {} with duplicates, {} stored but never sent",
         stored_versions.len(),
         lost.len(),
-        duplicates.len()
+        duplicates.len(),
+        unexpected.len()
     );
     // Each other version quarantined exactly once.
     let mut quarantine_errors = Vec::new();
     let entries = env.quarantine().await;
-    for (id, versions) in &sent.versions {
-        let key = delivery_key(id);
+    for (key, (_, versions)) in &sent.versions {
         let found = entries
             .iter()
             .filter(|e| e.delivery_key.as_deref() == Some(key.as_str()))
@@ -368,11 +572,13 @@ async fn soak_under_injected_faults() {
             ));
         }
     }
-    // Current offers: the newest observed claim per item among stored versions.
-    let mut newest: BTreeMap<u64, (i64, u64)> = BTreeMap::new();
-    for event in stored_versions.values() {
-        for &(item, quantity, second) in &event.rows {
-            let slot = newest.entry(item).or_insert((second, quantity));
+    // Current offers: the newest observed claim per connector and item among stored versions.
+    let mut newest: BTreeMap<(&str, u64), (i64, u64)> = BTreeMap::new();
+    for (connector, rows) in &stored_versions {
+        for &(item, quantity, second) in rows {
+            let slot = newest
+                .entry((connector, item))
+                .or_insert((second, quantity));
             if second > slot.0 {
                 *slot = (second, quantity);
             }
@@ -380,16 +586,16 @@ async fn soak_under_injected_faults() {
     }
     let query = env.query();
     let mut offer_errors = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for (item, (second, quantity)) in &newest {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    for ((connector, item), (second, quantity)) in &newest {
         loop {
-            let got = current_offer(&query, *item).await;
+            let got = current_offer(&query, connector, *item).await;
             if got == Some((*second, *quantity)) {
                 break;
             }
             if Instant::now() > deadline {
                 offer_errors.push(format!(
-                    "SOAK-{item:03}: current {got:?}, model ({second}, {quantity})"
+                    "{connector} SOAK-{item:03}: current {got:?}, model ({second}, {quantity})"
                 ));
                 break;
             }
@@ -415,60 +621,77 @@ async fn soak_under_injected_faults() {
                 .cloned()
         })
         .unwrap_or_default();
-    let keys: Vec<String> = sent.versions.keys().map(|id| delivery_key(id)).collect();
-    let records: Vec<_> = futures_util::future::join_all(keys.iter().map(|k| env.replay(k))).await;
     let replays: u32 = records
-        .iter()
+        .values()
         .flatten()
         .map(|r| r.attempts.saturating_sub(1))
         .sum();
+    let calls = faults.calls();
     stack.stop().await;
 
+    let by = |connector: &str| {
+        sent.versions
+            .values()
+            .filter(|(c, _)| *c == connector)
+            .count()
+    };
     println!("| figure | value |");
     println!("|---|---:|");
-    println!("| deliveries sent (acknowledged) | {deliveries} |");
-    println!("| distinct events stored | {} |", stored_versions.len());
+    println!("| deliveries sent and acknowledged | {deliveries} |");
+    println!(
+        "| distinct deliveries (webhook events / export pages / file versions) | {} ({} / {} / {}) |",
+        sent.versions.len(),
+        by(WEBHOOKS),
+        by(PULLS),
+        by(DROPS)
+    );
     println!(
         "| sending time | {:.1} s ({:.1} deliveries/s) |",
         sending.as_secs_f64(),
         deliveries as f64 / sending.as_secs_f64()
     );
     println!(
-        "| until the state equals the model | {:.1} s (checks took {:.1} s) |",
+        "| until the state equals the model | {:.1} s ({:.1} deliveries/s end to end; checks took {:.1} s) |",
         settled.as_secs_f64(),
+        deliveries as f64 / settled.as_secs_f64(),
         quiet.elapsed().as_secs_f64()
     );
     println!(
-        "| acknowledgement -> readable offer, p50 / p99 ({} samples) | {:.0} ms / {:.0} ms |",
+        "| webhook acknowledgement -> readable offer, p50 / p99 ({} samples) | {:.0} ms / {:.0} ms |",
         latencies.len(),
         percentile(&latencies, 0.5),
         percentile(&latencies, 0.99)
     );
     println!(
-        "| injected faults (before sending / after the request ran) | {} / {} |",
-        faults.injected.0.load(std::sync::atomic::Ordering::Relaxed),
-        faults.injected.1.load(std::sync::atomic::Ordering::Relaxed)
+        "| DynamoDB and S3 calls / injected timeouts (before sending / after the request ran) | {calls} / {} / {} |",
+        faults.injected().0,
+        faults.injected().1
     );
     println!(
-        "| webhook attempts refused (5xx, retried by the sender) | {} |",
-        sent.rejected_attempts
+        "| retries: webhook attempts refused / pull runs started / drop notifications handled again | {} / {} / {} |",
+        sent.rejected_attempts, sent.pull_runs, sent.renotified
     );
-    println!("| replays counted on records | {replays} |");
+    println!("| replays counted on replay records | {replays} |");
     println!(
-        "| quarantine entries (changed payloads) | {} |",
+        "| mismatches quarantined (changed payloads under an old identity) | {} |",
         entries.len()
     );
     println!("| dead-letter queue | {dead} |");
     println!(
-        "| duplicates / lost / quarantine mismatches / offer mismatches | {} / {} / {} / {} |",
+        "| duplicates / lost / stored-never-sent / quarantine mismatches / offer mismatches | {} / {} / {} / {} / {} |",
         duplicates.len(),
         lost.len(),
+        unexpected.len(),
         quarantine_errors.len(),
         offer_errors.len()
     );
 
     assert!(duplicates.is_empty(), "duplicates: {duplicates:?}");
     assert!(lost.is_empty(), "lost acknowledged deliveries: {lost:?}");
+    assert!(
+        unexpected.is_empty(),
+        "stored but never sent: {unexpected:?}"
+    );
     assert!(quarantine_errors.is_empty(), "{quarantine_errors:?}");
     assert!(offer_errors.is_empty(), "{offer_errors:?}");
     assert_eq!(

@@ -1076,70 +1076,7 @@ impl TestEnv {
     }
 }
 
-/// Fault injection for the soak (tests and the local stack only): a request interceptor on the
-/// DynamoDB and S3 clients that fails a seeded fraction of calls, half before the request is
-/// sent (nothing happened) and half after the response arrived (it happened; the caller
-/// believes it failed, as with a timeout).
-#[derive(Clone)]
-pub struct FaultInjector {
-    seed: u64,
-    /// Parts per million of calls that fail.
-    rate_ppm: u64,
-    calls: Arc<std::sync::atomic::AtomicU64>,
-    /// Faults are injected only once armed (so that setup runs clean).
-    armed: Arc<AtomicBool>,
-    /// (before send, after the response)
-    pub injected: Arc<(std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64)>,
-}
-
-impl std::fmt::Debug for FaultInjector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FaultInjector")
-            .field("rate_ppm", &self.rate_ppm)
-            .finish_non_exhaustive()
-    }
-}
-
-impl FaultInjector {
-    pub fn new(seed: u64, rate: f64) -> Self {
-        Self {
-            seed,
-            rate_ppm: (rate.clamp(0.0, 1.0) * 1_000_000.0) as u64,
-            calls: Default::default(),
-            armed: Default::default(),
-            injected: Default::default(),
-        }
-    }
-
-    /// From now on, calls fail at the configured rate.
-    pub fn arm(&self) {
-        self.armed.store(true, Ordering::SeqCst);
-    }
-
-    /// Which fault, if any, the next call gets: 0 none, 1 before sending, 2 after the response.
-    fn draw(&self) -> u8 {
-        if !self.armed.load(Ordering::Relaxed) {
-            return 0;
-        }
-        let n = self.calls.fetch_add(1, Ordering::Relaxed);
-        let mut x = (self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_add(n);
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        if x % 1_000_000 >= self.rate_ppm {
-            0
-        } else if (x >> 40).is_multiple_of(2) {
-            1
-        } else {
-            2
-        }
-    }
-
-    /// `clients` with this injector on DynamoDB and S3 (SQS, the retry mechanism, is left alone).
-    pub fn wrap(&self, clients: &AwsClients) -> AwsClients {
-        intercepted(clients, self.clone())
-    }
-}
+pub use feedsafe::aws::faults::FaultInjector;
 
 /// `clients` with `interceptor` on the DynamoDB and S3 clients (SQS unchanged).
 pub fn intercepted(
@@ -1168,50 +1105,13 @@ pub fn intercepted(
     }
 }
 
-/// Per request: the fault drawn before sending, kept until the response arrives.
-#[derive(Debug, Clone, Copy)]
-struct DrawnFault(u8);
-
-impl aws_smithy_types::config_bag::Storable for DrawnFault {
-    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
-}
-
-impl aws_smithy_runtime_api::client::interceptors::Intercept for FaultInjector {
-    fn name(&self) -> &'static str {
-        "FaultInjector"
-    }
-
-    fn read_before_transmit(
-        &self,
-        _context: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
-        _components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
-        cfg: &mut aws_smithy_types::config_bag::ConfigBag,
-    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        let fault = self.draw();
-        cfg.interceptor_state().store_put(DrawnFault(fault));
-        if fault == 1 {
-            self.injected.0.fetch_add(1, Ordering::Relaxed);
-            return Err("injected fault: the request was not sent".into());
-        }
-        Ok(())
-    }
-
-    fn read_after_transmit(
-        &self,
-        _context: &aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextRef<'_>,
-        _components: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
-        cfg: &mut aws_smithy_types::config_bag::ConfigBag,
-    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
-        if cfg.load::<DrawnFault>().is_some_and(|f| f.0 == 2) {
-            self.injected.1.fetch_add(1, Ordering::Relaxed);
-            return Err("injected fault: the response was lost after the request ran".into());
-        }
-        Ok(())
-    }
-}
-
-/// The local stack on `clients` (e.g. wrapped by a `FaultInjector`), its connectors seeded.
-pub async fn spawn_stack_on(env: &TestEnv, clients: AwsClients) -> local_stack::Stack {
+/// The local stack on `clients` (e.g. wrapped by a `FaultInjector`), its connectors seeded;
+/// a received message not acknowledged within `visibility` seconds is received again.
+pub async fn spawn_stack_on(
+    env: &TestEnv,
+    clients: AwsClients,
+    visibility: i32,
+) -> local_stack::Stack {
     let (dynamodb, _) = engine_endpoints();
     let defaults = local_stack::StackOptions::default();
     let options = local_stack::StackOptions {
@@ -1219,7 +1119,7 @@ pub async fn spawn_stack_on(env: &TestEnv, clients: AwsClients) -> local_stack::
         supplier_port: 0,
         pull_every: None,
         sweep_every: std::time::Duration::from_secs(3600),
-        visibility_override: Some(1),
+        visibility_override: Some(visibility),
         ..defaults
     };
     let stack = local_stack::start_stack(clients, &dynamodb, env.resources.clone(), options)

@@ -3,6 +3,8 @@
 pub mod corrections;
 pub mod dynamo;
 pub mod evidence_reads;
+#[cfg(feature = "local")]
+pub mod faults;
 pub mod projection_table;
 pub mod s3;
 pub mod sqs;
