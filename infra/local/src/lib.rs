@@ -2,14 +2,16 @@
 //! local engines (DynamoDB Local, moto). Used by `local-stack up`, the demo and the tests.
 //!
 //! - an HTTP server on 127.0.0.1 with the API routes (bearer tokens from `tokens.json`);
-//! - an SQS poller for the ingest queue with the template's batch size and the queue's
-//!   visibility timeout, partial batch responses, and moto's redrive after `maxReceiveCount`;
-//! - a DynamoDB Streams poller feeding the projector (a record that keeps failing goes to the
-//!   on-failure queue; the stream moves past it only once that queue holds it);
-//! - a watcher turning new object versions under `drops/` into drop notifications;
+//! - SQS pollers for the ingest queue with the template's batch size and the queue's
+//!   visibility timeout, partial batch responses (through `handle_sqs_batch`), and moto's
+//!   redrive after `maxReceiveCount`;
+//! - the projector's stream event source with the template's filters, batch size, retries and
+//!   on-failure queue (`stream_source`; batches through `handle_stream_batch`);
+//! - the drop trigger: moto's S3 notifications turned into S3 events for `handle_s3_event`;
 //! - the fake supplier export API, the pull schedule and the runs sweeper.
 
 pub mod http;
+pub mod stream_source;
 
 use anyhow::{Context, Result};
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
@@ -33,6 +35,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use stream_source::StreamSourceSettings;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
@@ -150,10 +153,10 @@ impl Stack {
     }
 }
 
-/// The template's `BatchSize` for the ingest function's SQS event (parameter default resolved).
 /// Concurrent ingest batches, as Lambda's SQS event source runs several pollers at once.
 const INGEST_POLLERS: usize = 4;
 
+/// The template's `BatchSize` for the ingest function's SQS event (parameter default resolved).
 fn ingest_batch_size() -> i32 {
     let Ok(spec) = feedsafe::local::read_template(&feedsafe::local::template_path()) else {
         return 10;
@@ -265,8 +268,11 @@ pub async fn start_stack(
         .ok()
         .map(|q| q.url.clone());
     let stream = StreamReader::open(&clients, dynamodb_endpoint, &evidence_table).await?;
+    let spec = feedsafe::local::read_template(&feedsafe::local::template_path())?;
+    let stream_settings = StreamSourceSettings::from_template(&spec.document)?;
     tasks.push(tokio::spawn(stream_poller(
         stream,
+        stream_settings,
         services.projector.clone(),
         clients.sqs.clone(),
         failure_queue,
@@ -377,14 +383,14 @@ fn feedsafe_error<E: std::error::Error>(e: &E) -> String {
     text
 }
 
-/// Records per projector invocation (the template's `BatchSize` for the stream event).
-const STREAM_BATCH_SIZE: usize = 100;
-
-/// Lambda's DynamoDB stream event source, locally: records in order, in batches; a batch that
-/// fails is retried from the record that failed; a record that keeps failing goes to the
-/// on-failure queue so the stream moves on.
+/// The projector's DynamoDB Streams event source, locally (settings from the template, see
+/// `stream_source`): filtered records are dropped, each batch goes through the function's entry
+/// point `handle_stream_batch`, a reported failure resumes the batch at that record, and a
+/// record that fails `MaximumRetryAttempts` retries is reported to the on-failure queue, then
+/// passed. Without an on-failure queue (or when the send fails) it is retried, never dropped.
 async fn stream_poller(
     mut stream: StreamReader,
+    settings: StreamSourceSettings,
     projector: Projector,
     sqs: aws_sdk_sqs::Client,
     failure_queue: Option<String>,
@@ -399,44 +405,53 @@ async fn stream_poller(
                 continue;
             }
         };
+        let event = feedsafe::local::stream_event(&records);
+        let records: Vec<_> = event
+            .records
+            .into_iter()
+            .filter(|r| serde_json::to_value(r).is_ok_and(|json| settings.passes(&json)))
+            .collect();
         let mut start = 0;
-        let mut attempt = 0;
+        let mut retries = 0;
         while start < records.len() {
-            let batch = &records[start..(start + STREAM_BATCH_SIZE).min(records.len())];
-            let mut changes = Vec::with_capacity(batch.len());
-            let mut failure: Option<(usize, String)> = None;
-            for (i, (name, old, new, _)) in batch.iter().enumerate() {
-                match feedsafe::stream::classify(name, old.clone(), new.clone()) {
-                    Ok(change) => changes.push(change),
-                    Err(e) => {
-                        failure = Some((i, e.to_string()));
-                        break;
-                    }
-                }
-            }
-            if let Err(f) = projector.apply_batch(&changes).await {
-                failure = Some((f.index, f.error.to_string()));
-            }
-            let Some((index, error)) = failure else {
-                start += batch.len();
-                attempt = 0;
+            let end = (start + settings.batch_size).min(records.len());
+            let mut batch = aws_lambda_events::event::dynamodb::Event::default();
+            batch.records = records[start..end].to_vec();
+            let response = feedsafe::lambda::handle_stream_batch(&projector, batch).await;
+            let failed = response
+                .batch_item_failures
+                .first()
+                .and_then(|f| f.item_identifier.clone())
+                .and_then(|sequence| {
+                    records[start..end].iter().position(|r| {
+                        r.change.sequence_number.as_deref() == Some(sequence.as_str())
+                    })
+                });
+            let Some(index) = failed else {
+                start = end;
+                retries = 0;
                 continue;
             };
             // Everything before the failed record is done.
             start += index;
-            attempt += 1;
-            let (name, _, _, sequence) = &records[start];
-            if attempt < 4 {
-                warn!(sequence = %sequence, error = %error, "projection failed; retrying from this record");
-                tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+            let record = &records[start];
+            let sequence = record.change.sequence_number.clone().unwrap_or_default();
+            if retries < settings.max_retries {
+                retries += 1;
+                warn!(sequence = %sequence, retries, "projection failed; retrying from this record");
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(retries.min(5)))).await;
+                if *stopped.borrow() {
+                    return;
+                }
                 continue;
             }
-            // The stream moves past a record only once the on-failure queue holds it; without
-            // that (no queue, or the send failed) the record is retried, as the Lambda event
-            // source does, rather than dropped.
             let parked = match &failure_queue {
                 Some(queue) => {
-                    let body = serde_json::json!({"sequence_number": sequence, "event_name": name, "error": error});
+                    let body = serde_json::json!({
+                        "sequence_number": sequence,
+                        "event_name": record.event_name,
+                        "condition": "RetryAttemptsExhausted",
+                    });
                     match sqs
                         .send_message()
                         .queue_url(queue)
@@ -454,9 +469,9 @@ async fn stream_poller(
                 None => false,
             };
             if parked {
-                warn!(sequence = %sequence, error = %error, "projection gave up; record sent to the on-failure queue");
+                warn!(sequence = %sequence, "projection gave up; record reported to the on-failure queue");
                 start += 1;
-                attempt = 0;
+                retries = 0;
                 continue;
             }
             if *stopped.borrow() {
