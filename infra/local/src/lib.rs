@@ -662,21 +662,18 @@ async fn announced_versions(
     seen: &BTreeSet<(String, String)>,
 ) -> Result<Vec<(String, u64)>> {
     let unseen = |version: &str| !seen.contains(&(key.to_owned(), version.to_owned()));
-    let head = s3
-        .head_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .map_err(|e| anyhow::anyhow!(feedsafe_error(&e)))?;
-    if let Some(version) = head.version_id() {
-        if head.e_tag().map(|t| t.trim_matches('"')) == Some(etag) && unseen(version) {
-            let size = head.content_length().unwrap_or(0).max(0) as u64;
-            return Ok(vec![(version.to_owned(), size)]);
+    // A failed HEAD (the key deleted since, or a fault) falls through to the version list,
+    // so a notification for a vanished object is settled rather than retried forever.
+    if let Ok(head) = s3.head_object().bucket(bucket).key(key).send().await {
+        if let Some(version) = head.version_id() {
+            if head.e_tag().map(|t| t.trim_matches('"')) == Some(etag) && unseen(version) {
+                let size = head.content_length().unwrap_or(0).max(0) as u64;
+                return Ok(vec![(version.to_owned(), size)]);
+            }
         }
     }
-    // Replaced since, or the same content dropped again: look at every version of the key
-    // (moto's ListObjectVersions copies the whole bucket, so this is the rare path).
+    // Replaced or deleted since, or the same content dropped again: look at every version of
+    // the key (moto's ListObjectVersions copies the whole bucket, so this is the rare path).
     let out = s3
         .list_object_versions()
         .bucket(bucket)
