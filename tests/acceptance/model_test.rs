@@ -618,24 +618,14 @@ impl System {
                         .await,
                 );
             }
-            Mode::Concurrent(n) => {
-                let mut workers = Vec::new();
-                for _ in 0..*n {
-                    let service = self.service(Arc::new(NoFaults));
-                    let envelope = envelope.clone();
-                    workers.push(tokio::spawn(async move {
-                        service.ingest_message(&envelope).await
-                    }));
+            Mode::Concurrent(n) | Mode::CrashThenRace(n) => {
+                if matches!(mode, Mode::CrashThenRace(_)) {
+                    // A staged delivery left PENDING, then resumed by racing workers.
+                    let _ = self
+                        .service(CrashOnce::at(CrashPoint::AfterChunk(1)))
+                        .ingest_message(&envelope)
+                        .await;
                 }
-                for worker in workers {
-                    settled(worker.await.unwrap());
-                }
-            }
-            Mode::CrashThenRace(n) => {
-                let _ = self
-                    .service(CrashOnce::at(CrashPoint::AfterChunk(1)))
-                    .ingest_message(&envelope)
-                    .await;
                 let mut workers = Vec::new();
                 for _ in 0..*n {
                     let service = self.service(Arc::new(NoFaults));
