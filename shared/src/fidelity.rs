@@ -12,7 +12,7 @@ use crate::model::{
     CorrectionRules, Observation, ReplayRecord, Run, RunPages, SourceQuarantine, SourceRef,
 };
 use crate::ports::{Clock, StoreError};
-use crate::projection::{EvidenceReads, HistoryPage};
+use crate::projection::{EvidenceReads, HistoryPage, SourceState};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -81,6 +81,10 @@ impl EvidenceReads for LaggingIndex {
 
     async fn correction_rules(&self, source: &SourceRef) -> Result<CorrectionRules, StoreError> {
         self.inner.correction_rules(source).await
+    }
+
+    async fn source_states(&self, sources: &[SourceRef]) -> Result<Vec<SourceState>, StoreError> {
+        self.inner.source_states(sources).await
     }
 
     async fn observation(&self, id: &str) -> Result<Option<Observation>, StoreError> {

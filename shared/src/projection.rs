@@ -53,7 +53,23 @@ pub trait EvidenceReads: Send + Sync {
     ) -> Result<Option<SourceQuarantine>, StoreError>;
     /// The identity rules in force for a source (consistent; empty when none).
     async fn correction_rules(&self, source: &SourceRef) -> Result<CorrectionRules, StoreError>;
+    /// The quarantine state and identity rules of each of `sources` (consistent, in the order
+    /// asked): what the eligibility of their claims depends on, in one round trip where the
+    /// store allows it.
+    async fn source_states(&self, sources: &[SourceRef]) -> Result<Vec<SourceState>, StoreError> {
+        let mut states = Vec::with_capacity(sources.len());
+        for source in sources {
+            states.push(SourceState {
+                source: source.clone(),
+                quarantine: self.source_quarantine(source).await?,
+                rules: self.correction_rules(source).await?,
+            });
+        }
+        Ok(states)
+    }
     async fn observation(&self, id: &str) -> Result<Option<Observation>, StoreError>;
+    /// The stored observations of `ids` (consistent reads, in the order asked; the ids not
+    /// found are left out).
     async fn observations(&self, ids: &[ObservationId]) -> Result<Vec<Observation>, StoreError>;
     /// `limit` observations of the item, newest (`observed_at`, `observation_id`) first.
     async fn item_history(
@@ -63,6 +79,14 @@ pub trait EvidenceReads: Send + Sync {
         cursor: Option<&str>,
         limit: i32,
     ) -> Result<HistoryPage, StoreError>;
+}
+
+/// What a source's claims are judged by besides themselves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceState {
+    pub source: SourceRef,
+    pub quarantine: Option<SourceQuarantine>,
+    pub rules: CorrectionRules,
 }
 
 /// A projection row: the observation that is current for one (item, source).
@@ -403,6 +427,17 @@ impl Projector {
         }
         let eligibility = Eligibility::new(self.reads.as_ref());
         let eligibility = &eligibility;
+        eligibility
+            .prefetch_sources(
+                by_id
+                    .values()
+                    .map(Observation::source)
+                    .chain(work.keys().map(|k| k.source.clone())),
+            )
+            .await
+            .map_err(fail(
+                work.values().map(|w| w.first_change).min().unwrap_or(0),
+            ))?;
         // Each candidate's eligibility, once. A claim that is not committed (or awaits its run)
         // has never been a row and cannot become one in this batch: keys with nothing else
         // to do are dropped before their rows are read.

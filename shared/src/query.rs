@@ -11,6 +11,7 @@ use crate::projection::{Eligibility, EvidenceReads, ProjectionStore, Visibility}
 use crate::timestamp::Timestamp;
 use serde::Serialize;
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +103,9 @@ impl QueryService {
         }
         let rows = self.projection.offers(&principal.tenant, &item).await?;
         let eligibility = Eligibility::new(self.reads.as_ref());
+        eligibility
+            .prefetch_sources(rows.iter().map(|row| row.observation.source()))
+            .await?;
         let mut offers = Vec::new();
         let mut gaps = Vec::new();
         for row in rows {
@@ -180,14 +184,27 @@ impl QueryService {
                 }
                 other => QueryError::Store(other),
             })?;
+        // The index copy may lag the base item (a supersession marker, say): the base items,
+        // read consistently in one batch, are what readers see.
+        let ids: Vec<ObservationId> = page
+            .observations
+            .iter()
+            .map(|o| o.observation_id.clone())
+            .collect();
+        let mut current: HashMap<ObservationId, Observation> = self
+            .reads
+            .observations(&ids)
+            .await?
+            .into_iter()
+            .map(|o| (o.observation_id.clone(), o))
+            .collect();
         let eligibility = Eligibility::new(self.reads.as_ref());
+        eligibility
+            .prefetch_sources(page.observations.iter().map(Observation::source))
+            .await?;
         let mut observations = Vec::new();
         for indexed in page.observations {
-            let o = self
-                .reads
-                .observation(indexed.observation_id.as_str())
-                .await?
-                .unwrap_or(indexed);
+            let o = current.remove(&indexed.observation_id).unwrap_or(indexed);
             let visibility = eligibility.check(&o).await?;
             if !visibility.is_published() {
                 continue;

@@ -81,3 +81,60 @@ async fn fresh_deliveries_and_replays_stay_within_the_request_budget() {
     }
     println!("{}", report.join("\n"));
 }
+
+/// An item's history costs one index query, one batch read of the observations and one of its
+/// sources' quarantine state and identity rules, plus the connector: never a read per
+/// observation or per source.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_items_history_reads_its_observations_in_one_batch() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let service = env.service();
+    let exports = 12;
+    for i in 0..exports {
+        let export = format!("EXP-H{i}");
+        let observed_at = format!("2026-11-29T{:02}:00:00Z", 8 + i);
+        let body = export_page(
+            &export,
+            1,
+            1,
+            vec![offer("AX-440-R2", i, "820.00", &observed_at)],
+        );
+        let outcome = service
+            .ingest_message(&page_envelope(&acme, &export, 1, 1, &body))
+            .await
+            .unwrap();
+        assert!(matches!(outcome, IngestOutcome::Committed(_)));
+    }
+    let counter = RequestCounter::default();
+    let clients = intercepted(&env.clients, counter.clone());
+    let store = std::sync::Arc::new(feedsafe::aws::dynamo::DynamoEvidenceStore::new(
+        clients.dynamodb,
+        &env.table,
+    ));
+    let query = feedsafe::query::QueryService::new(store, env.projection_store());
+
+    let history = query
+        .history(&env.reader(), "AX-440-R2", None, 100)
+        .await
+        .unwrap();
+    let reads = counter.take();
+
+    let shown = history["observations"].as_array().unwrap();
+    assert_eq!(shown.len(), exports as usize, "{history}");
+    let quantities: Vec<i64> = shown
+        .iter()
+        .map(|o| o["quantity"].as_i64().unwrap())
+        .collect();
+    let newest_first: Vec<i64> = (0..exports).rev().collect();
+    assert_eq!(quantities, newest_first, "newest first");
+    assert_eq!(count(&reads, "DynamoDB.Query"), 1, "{reads:?}");
+    // The connector (its publication policy) by itself; the source's quarantine state and
+    // identity rules in the observations' batch or one of their own.
+    assert!(
+        count(&reads, "DynamoDB.GetItem") <= 1 && count(&reads, "DynamoDB.BatchGetItem") <= 2,
+        "one read per observation, or per source: {reads:?}"
+    );
+    println!("history of {exports} observations: {reads:?}");
+}

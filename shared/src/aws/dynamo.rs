@@ -244,6 +244,51 @@ where
     move |e| StoreError::Unavailable(anyhow::Error::new(e).context(what))
 }
 
+/// Consistent reads of many items of one table: `BatchGetItem`, 100 keys a request, the keys it
+/// leaves unprocessed asked again after a short back-off. The items found, in no order.
+pub(crate) async fn batch_get(
+    client: &Client,
+    table: &str,
+    keys: Vec<Item>,
+    what: &'static str,
+) -> Result<Vec<Item>, StoreError> {
+    let mut found = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(100) {
+        let mut pending = chunk.to_vec();
+        let mut rounds = 0u64;
+        while !pending.is_empty() {
+            rounds += 1;
+            if rounds > 10 {
+                return Err(StoreError::Unavailable(anyhow::anyhow!(
+                    "{what}: BatchGetItem kept returning unprocessed keys"
+                )));
+            }
+            let request = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                .set_keys(Some(std::mem::take(&mut pending)))
+                .consistent_read(true)
+                .build()
+                .map_err(build_error)?;
+            let out = client
+                .batch_get_item()
+                .request_items(table, request)
+                .send()
+                .await
+                .map_err(unavailable(what))?;
+            found.extend(
+                out.responses
+                    .unwrap_or_default()
+                    .remove(table)
+                    .unwrap_or_default(),
+            );
+            if let Some(rest) = out.unprocessed_keys.and_then(|mut u| u.remove(table)) {
+                pending = rest.keys;
+                tokio::time::sleep(std::time::Duration::from_millis(20 * rounds)).await;
+            }
+        }
+    }
+    Ok(found)
+}
+
 /// DynamoDB implementation of the evidence ports.
 #[derive(Clone, Debug)]
 pub struct DynamoEvidenceStore {

@@ -1,8 +1,9 @@
 //! Reads of the evidence table for the projection and the read path, and the operator-side
 //! writes (runs, source quarantines, identity corrections).
 
+use super::corrections::{rules_pk, StoredRules, SK_RULES};
 use super::dynamo::{
-    build_error, conditional, decode, encode, item_history_pk, key, n, observation_pk,
+    batch_get, build_error, conditional, decode, encode, item_history_pk, key, n, observation_pk,
     open_runs_pk, open_runs_shard_pk, projection_work_pk, run_pk, s, source_quarantine_pk,
     unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2, OPEN_RUN_SHARDS,
     RUN_PAGE_SK_PREFIX, SK_OBSERVATION, SK_RUN, SK_SOURCE_QUARANTINE,
@@ -15,17 +16,16 @@ use crate::model::{
     RunStart, RunStatus, SourceQuarantine, SourceRef, MAX_LISTED_MISSING_PAGES,
 };
 use crate::ports::{ConnectorDirectory, StoreError};
-use crate::projection::{EvidenceReads, HistoryPage, ProjectorWrites};
+use crate::projection::{EvidenceReads, HistoryPage, ProjectorWrites, SourceState};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, KeysAndAttributes, PutRequest, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, WriteRequest,
+    AttributeValue, PutRequest, ReturnValue, ReturnValuesOnConditionCheckFailure, WriteRequest,
 };
 use futures_util::StreamExt;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 fn cursor_encode(last: &Item) -> Option<String> {
     let map: BTreeMap<&str, &str> = last
@@ -463,59 +463,62 @@ impl EvidenceReads for DynamoEvidenceStore {
         self.rules_of(source).await
     }
 
+    async fn source_states(&self, sources: &[SourceRef]) -> Result<Vec<SourceState>, StoreError> {
+        let wanted: BTreeSet<&SourceRef> = sources.iter().collect();
+        let mut quarantines: HashMap<String, SourceQuarantine> = HashMap::new();
+        let mut rules: HashMap<String, CorrectionRules> = HashMap::new();
+        let keys = wanted
+            .iter()
+            .flat_map(|source| {
+                [
+                    key(source_quarantine_pk(source), SK_SOURCE_QUARANTINE),
+                    key(rules_pk(source), SK_RULES),
+                ]
+            })
+            .collect();
+        for item in batch_get(self.client(), self.table(), keys, "batch get source states").await? {
+            let pk = item
+                .get(super::dynamo::PK)
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_default();
+            let sk = item.get(super::dynamo::SK).and_then(|v| v.as_s().ok());
+            if sk.is_some_and(|sk| sk == SK_RULES) {
+                rules.insert(pk, decode::<StoredRules>(item)?.rules);
+            } else {
+                quarantines.insert(pk, decode(item)?);
+            }
+        }
+        Ok(sources
+            .iter()
+            .map(|source| SourceState {
+                source: source.clone(),
+                quarantine: quarantines.get(&source_quarantine_pk(source)).cloned(),
+                rules: rules.get(&rules_pk(source)).cloned().unwrap_or_default(),
+            })
+            .collect())
+    }
+
     async fn observation(&self, id: &str) -> Result<Option<Observation>, StoreError> {
         self.get(observation_pk(id), SK_OBSERVATION).await
     }
 
     async fn observations(&self, ids: &[ObservationId]) -> Result<Vec<Observation>, StoreError> {
-        let mut found: HashMap<String, Observation> = HashMap::new();
-        for chunk in ids.chunks(100) {
-            let mut pending: Vec<Item> = chunk
-                .iter()
-                .map(|id| key(observation_pk(id.as_str()), SK_OBSERVATION))
-                .collect();
-            let mut rounds = 0;
-            while !pending.is_empty() {
-                rounds += 1;
-                if rounds > 10 {
-                    return Err(StoreError::Unavailable(anyhow::anyhow!(
-                        "BatchGetItem kept returning unprocessed keys"
-                    )));
-                }
-                let request = KeysAndAttributes::builder()
-                    .set_keys(Some(std::mem::take(&mut pending)))
-                    .consistent_read(true)
-                    .build()
-                    .map_err(build_error)?;
-                let out = self
-                    .client()
-                    .batch_get_item()
-                    .request_items(self.table(), request)
-                    .send()
-                    .await
-                    .map_err(unavailable("batch get observations"))?;
-                for item in out
-                    .responses
-                    .unwrap_or_default()
-                    .remove(self.table())
-                    .unwrap_or_default()
-                {
-                    let observation: Observation = decode(item)?;
-                    found.insert(observation.observation_id.to_string(), observation);
-                }
-                if let Some(mut unprocessed) = out.unprocessed_keys {
-                    if let Some(rest) = unprocessed.remove(self.table()) {
-                        pending = rest.keys;
-                        tokio::time::sleep(std::time::Duration::from_millis(20 * rounds)).await;
-                    }
-                }
-            }
-        }
-        // Keep the caller's order.
-        Ok(ids
+        // A batch may not name a key twice.
+        let keys = ids
             .iter()
-            .filter_map(|id| found.remove(id.as_str()))
-            .collect())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(|id| key(observation_pk(id.as_str()), SK_OBSERVATION))
+            .collect();
+        let mut found: HashMap<ObservationId, Observation> =
+            batch_get(self.client(), self.table(), keys, "batch get observations")
+                .await?
+                .into_iter()
+                .map(|item| decode::<Observation>(item).map(|o| (o.observation_id.clone(), o)))
+                .collect::<Result<_, _>>()?;
+        // Keep the caller's order.
+        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
     }
 
     async fn item_history(

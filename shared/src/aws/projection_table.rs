@@ -10,14 +10,13 @@
 //! peak would otherwise write ~94,000 units a second into one index partition (docs/scale.md).
 //! The index projects keys only: its reader needs the item, nothing else.
 
-use super::dynamo::{build_error, conditional, decode, encode, key, s, unavailable, Item};
+use super::dynamo::{batch_get, conditional, decode, encode, key, s, unavailable, Item};
 use crate::ids::TenantId;
 use crate::model::SourceRef;
 use crate::ports::StoreError;
 use crate::projection::{ProjectedOffer, ProjectionKey, ProjectionStore};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::KeysAndAttributes;
 use aws_sdk_dynamodb::Client;
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -141,60 +140,33 @@ impl ProjectionStore for DynamoProjectionStore {
         &self,
         keys: &[ProjectionKey],
     ) -> Result<HashMap<ProjectionKey, ProjectedOffer>, StoreError> {
+        let by_key: HashMap<(String, String), &ProjectionKey> = keys
+            .iter()
+            .map(|k| {
+                (
+                    (row_pk(k.source.tenant.as_str(), &k.item), row_sk(&k.source)),
+                    k,
+                )
+            })
+            .collect();
+        let requested = by_key.keys().map(|(pk, sk)| key(pk.clone(), sk)).collect();
         let mut rows = HashMap::new();
-        for chunk in keys.chunks(100) {
-            let by_key: HashMap<(String, String), &ProjectionKey> = chunk
-                .iter()
-                .map(|k| {
-                    (
-                        (row_pk(k.source.tenant.as_str(), &k.item), row_sk(&k.source)),
-                        k,
-                    )
-                })
-                .collect();
-            let mut pending: Vec<Item> =
-                by_key.keys().map(|(pk, sk)| key(pk.clone(), sk)).collect();
-            let mut rounds = 0u64;
-            while !pending.is_empty() {
-                rounds += 1;
-                if rounds > 10 {
-                    return Err(StoreError::Unavailable(anyhow::anyhow!(
-                        "BatchGetItem kept returning unprocessed projection keys"
-                    )));
-                }
-                let request = KeysAndAttributes::builder()
-                    .set_keys(Some(std::mem::take(&mut pending)))
-                    .consistent_read(true)
-                    .build()
-                    .map_err(build_error)?;
-                let out = self
-                    .client
-                    .batch_get_item()
-                    .request_items(&self.table, request)
-                    .send()
-                    .await
-                    .map_err(unavailable("batch get projection rows"))?;
-                for item in out
-                    .responses
+        for item in batch_get(
+            &self.client,
+            &self.table,
+            requested,
+            "batch get projection rows",
+        )
+        .await?
+        {
+            let text = |name: &str| {
+                item.get(name)
+                    .and_then(|v| v.as_s().ok())
+                    .cloned()
                     .unwrap_or_default()
-                    .remove(&self.table)
-                    .unwrap_or_default()
-                {
-                    let text = |name: &str| {
-                        item.get(name)
-                            .and_then(|v| v.as_s().ok())
-                            .cloned()
-                            .unwrap_or_default()
-                    };
-                    let id = (text("pk"), text("sk"));
-                    if let Some(k) = by_key.get(&id) {
-                        rows.insert((*k).clone(), decode(item)?);
-                    }
-                }
-                if let Some(rest) = out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)) {
-                    pending = rest.keys;
-                    tokio::time::sleep(std::time::Duration::from_millis(20 * rounds)).await;
-                }
+            };
+            if let Some(k) = by_key.get(&(text("pk"), text("sk"))) {
+                rows.insert((*k).clone(), decode(item)?);
             }
         }
         Ok(rows)

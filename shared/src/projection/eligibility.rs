@@ -72,6 +72,34 @@ impl<'a> Eligibility<'a> {
         }
     }
 
+    /// Reads the state of each source in `sources` not read yet in this pass, all in one round
+    /// trip, so that the checks of many claims do not read them one by one.
+    pub async fn prefetch_sources(
+        &self,
+        sources: impl IntoIterator<Item = SourceRef>,
+    ) -> Result<(), StoreError> {
+        let wanted: Vec<SourceRef> = sources
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter(|source| {
+                !self.cell(|c| &mut c.quarantines, source).initialized()
+                    || !self.cell(|c| &mut c.rules, source).initialized()
+            })
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        for state in self.reads.source_states(&wanted).await? {
+            // A cell a concurrent check filled meanwhile holds an equally fresh value.
+            let _ = self
+                .cell(|c| &mut c.quarantines, &state.source)
+                .set(state.quarantine.is_some_and(|q| q.active));
+            let _ = self.cell(|c| &mut c.rules, &state.source).set(state.rules);
+        }
+        Ok(())
+    }
+
     pub async fn source_quarantined(&self, source: &SourceRef) -> Result<bool, StoreError> {
         let cell = self.cell(|c| &mut c.quarantines, source);
         cell.get_or_try_init(|| async {
