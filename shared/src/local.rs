@@ -460,7 +460,10 @@ pub async fn create_resources(
 pub struct StreamReader {
     client: aws_sdk_dynamodbstreams::Client,
     stream_arn: String,
+    /// Per shard its next iterator; `None` once the shard is closed and read to its end.
     iterators: BTreeMap<String, Option<String>>,
+    /// A shard closed since the stream was last described: its children are to be found.
+    discover: bool,
 }
 
 /// One stream record: event name, old and new images (empty when absent), sequence number.
@@ -500,6 +503,7 @@ impl StreamReader {
             client: aws_sdk_dynamodbstreams::Client::from_conf(config),
             stream_arn,
             iterators: BTreeMap::new(),
+            discover: true,
         })
     }
 
@@ -533,7 +537,12 @@ impl StreamReader {
 
     /// Every record that arrived since the last call (possibly none).
     pub async fn poll(&mut self) -> Result<Vec<StreamRecordImages>> {
-        self.discover_shards().await?;
+        // A stream gains a shard only when one closes (its iterator ends), so it is described
+        // at the start and after that, not on every poll.
+        if self.discover || self.iterators.is_empty() {
+            self.discover_shards().await?;
+            self.discover = false;
+        }
         let mut records = Vec::new();
         let shard_ids: Vec<String> = self.iterators.keys().cloned().collect();
         for shard in shard_ids {
@@ -561,6 +570,7 @@ impl StreamReader {
                 let new = change.new_image.map(serde_dynamo::Item::from);
                 records.push((name, old, new, sequence));
             }
+            self.discover |= out.next_shard_iterator.is_none();
             self.iterators.insert(shard, out.next_shard_iterator);
         }
         Ok(records)
