@@ -568,17 +568,29 @@ pub async fn spawn_stack(
     env: &TestEnv,
     tokens_file: Option<std::path::PathBuf>,
 ) -> local_stack::Stack {
+    spawn_stack_with(env, |options| {
+        if let Some(file) = tokens_file {
+            options.tokens_file = file;
+        }
+    })
+    .await
+}
+
+/// `spawn_stack` with the options changed by `adjust` first.
+pub async fn spawn_stack_with(
+    env: &TestEnv,
+    adjust: impl FnOnce(&mut local_stack::StackOptions),
+) -> local_stack::Stack {
     let (dynamodb, _) = engine_endpoints();
-    let defaults = local_stack::StackOptions::default();
-    let options = local_stack::StackOptions {
+    let mut options = local_stack::StackOptions {
         port: 0,
         supplier_port: 0,
         pull_every: None,
         sweep_every: std::time::Duration::from_secs(3600),
         visibility_override: Some(1),
-        tokens_file: tokens_file.unwrap_or(defaults.tokens_file.clone()),
-        ..defaults
+        ..local_stack::StackOptions::default()
     };
+    adjust(&mut options);
     let stack = local_stack::start_stack(
         env.clients.clone(),
         &dynamodb,

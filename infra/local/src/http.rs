@@ -1,22 +1,22 @@
-//! The local API server: the same routes as API Gateway, dispatched to the same handlers.
-//! Bearer tokens stand in for the JWT authorizer (tenant and scopes come from the token, never
-//! from a header a caller sets).
+//! The local API server: API Gateway's HTTP API as `apigw` emulates it from `template.yaml`, in
+//! front of the functions' own entry points. Bearer tokens stand in for the JWT authorizer
+//! (tenant and scopes come from the token, never from a header a caller sets). `GET /health` is
+//! the local server's own (no function behind it).
 
+use crate::apigw::{self, IncomingRequest, OutgoingResponse};
 use crate::Services;
-use feedsafe::http::{handle_read, HttpRequest, HttpResponse};
-use feedsafe::ops::{handle_ops, OpsRequest};
 use feedsafe::query::Principal;
-use feedsafe::webhook::WebhookRequest;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-/// Bodies above this are refused before any handler runs (handlers apply their own limits).
-const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+/// API Gateway's payload limit for HTTP APIs (10 MB); the handlers apply their own, smaller ones.
+const MAX_REQUEST_BYTES: usize = 10 * 1024 * 1024;
 pub use feedsafe::ops::OPS_SCOPE;
 
 pub async fn serve(
@@ -25,7 +25,7 @@ pub async fn serve(
     mut stopped: watch::Receiver<bool>,
 ) {
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
@@ -39,7 +39,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let services = services.clone();
-                async move { Ok::<_, std::convert::Infallible>(handle(services, request).await) }
+                async move { Ok::<_, std::convert::Infallible>(handle(services, peer, request).await) }
             });
             if let Err(e) = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -51,111 +51,112 @@ pub async fn serve(
     }
 }
 
-fn to_hyper(response: HttpResponse) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(response.status)
-        .header("content-type", "application/json")
+fn to_hyper(response: OutgoingResponse) -> Response<Full<Bytes>> {
+    let mut builder = Response::builder().status(response.status);
+    for (name, value) in &response.headers {
+        builder = builder.header(name, value);
+    }
+    builder
         .body(Full::new(Bytes::from(response.body)))
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::from_static(b"{}"))))
 }
 
+fn json(status: u16, body: serde_json::Value) -> OutgoingResponse {
+    OutgoingResponse {
+        status,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.to_string().into_bytes(),
+    }
+}
+
+/// What the JWT authorizer would accept: a known bearer token.
 fn principal(
     tokens: &HashMap<String, Principal>,
-    headers: &HashMap<String, String>,
+    headers: &BTreeMap<String, String>,
 ) -> Option<Principal> {
     let token = headers.get("authorization")?.strip_prefix("Bearer ")?;
     tokens.get(token.trim()).cloned()
 }
 
-fn query_map(uri: &hyper::Uri) -> HashMap<String, String> {
-    uri.query()
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (
-                feedsafe::http::percent_decode(k, true),
-                feedsafe::http::percent_decode(v, true),
-            )
-        })
-        .collect()
-}
-
-async fn handle(services: Services, request: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn handle(
+    services: Services,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     let method = request.method().as_str().to_owned();
-    // `+` is a literal in paths (item keys and delivery ids may hold it); only queries use it
-    // for a space.
-    let path = feedsafe::http::percent_decode(request.uri().path(), false);
-    let query = query_map(request.uri());
-    let headers: HashMap<String, String> = request
-        .headers()
-        .iter()
-        .filter_map(|(k, v)| {
-            v.to_str()
-                .ok()
-                .map(|v| (k.as_str().to_ascii_lowercase(), v.to_owned()))
-        })
-        .collect();
+    let raw_path = request.uri().path().to_owned();
+    let raw_query = request.uri().query().unwrap_or_default().to_owned();
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in request.headers() {
+        if let Ok(value) = value.to_str() {
+            headers
+                .entry(name.as_str().to_ascii_lowercase())
+                .and_modify(|v| {
+                    v.push(',');
+                    v.push_str(value);
+                })
+                .or_insert_with(|| value.to_owned());
+        }
+    }
+    if method == "GET" && raw_path == "/health" {
+        return to_hyper(json(200, serde_json::json!({"status": "ok"})));
+    }
     let body = match Limited::new(request.into_body(), MAX_REQUEST_BYTES)
         .collect()
         .await
     {
         Ok(collected) => collected.to_bytes().to_vec(),
         Err(_) => {
-            return to_hyper(HttpResponse::error(
+            return to_hyper(json(
                 413,
-                "payload_too_large",
-                "request body too large",
+                serde_json::json!({"message": "Request Entity Too Large"}),
             ))
         }
     };
-    let segments: Vec<&str> = path
-        .trim_matches('/')
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .collect();
-    let response = match (method.as_str(), segments.as_slice()) {
-        ("GET", ["health"]) => HttpResponse::json(200, &serde_json::json!({"status": "ok"})),
-        ("POST", ["v1", "webhooks", connector]) => {
-            services
-                .webhook
-                .handle(WebhookRequest {
-                    connector: (*connector).to_owned(),
-                    headers: headers.clone(),
-                    body,
-                })
-                .await
-        }
-        // The operators' routes (ingestion authority and raw-evidence access): `ops:write` only.
-        (_, ["v1", "deliveries", _, ..])
-        | (_, ["v1", "artifacts", _, ..])
-        | (_, ["v1", "runs", _])
-        | (_, ["v1", "quarantine", ..])
-        | (_, ["v1", "identity-corrections", ..])
-        | (_, ["v1", "source-quarantines", ..])
-        | (_, ["v1", "connectors", _, "runs"])
-        | (_, ["v1", "observations", _, "artifact"]) => {
-            let request = OpsRequest {
-                method: method.clone(),
-                path: path.clone(),
-                query,
-                principal: principal(&services.tokens, &headers),
-                body,
-            };
-            handle_ops(&services.ops, request).await
-        }
-        (_, ["v1", "items", ..]) | (_, ["v1", "observations", _]) => {
-            let http = HttpRequest {
-                method: method.clone(),
-                path: path.clone(),
-                query,
-                principal: principal(&services.tokens, &headers),
-            };
-            handle_read(&services.query, http, feedsafe::timestamp::Timestamp::now()).await
-        }
-        _ => HttpResponse::error(404, "not_found", "no such route"),
+    let Some(matched) = services.api.find(&method, &raw_path) else {
+        info!(method = %method, path = %raw_path, status = 404, "no route");
+        return to_hyper(apigw::no_route());
     };
-    info!(method = %method, path = %path, status = response.status, "request");
+    let caller = principal(&services.tokens, &headers);
+    let source_ip = peer.ip().to_string();
+    let incoming = IncomingRequest {
+        method: &method,
+        raw_path: &raw_path,
+        raw_query: &raw_query,
+        headers: &headers,
+        body: &body,
+        source_ip: &source_ip,
+    };
+    let event = match apigw::request_event(&matched, &incoming, caller.as_ref()) {
+        Ok(event) => event,
+        Err(e) => {
+            warn!(error = %e, "the request does not make an API Gateway event");
+            return to_hyper(json(
+                500,
+                serde_json::json!({"message": "Internal Server Error"}),
+            ));
+        }
+    };
+    if let Some(recorder) = &services.recorder {
+        recorder.record(&matched.route.function, &event);
+    }
+    let route = matched.route.key();
+    let function = matched.route.function.clone();
+    let response = match function.as_str() {
+        "QueryFunction" => feedsafe::lambda::handle_apigw_read(&services.query, event).await,
+        "OpsFunction" => feedsafe::ops::handle_apigw_ops(&services.ops, event).await,
+        "WebhookFunction" => {
+            feedsafe::webhook::handle_apigw_webhook(&services.webhook, event).await
+        }
+        other => {
+            warn!(function = %other, route = %route, "no local host for this function");
+            return to_hyper(json(
+                500,
+                serde_json::json!({"message": "Internal Server Error"}),
+            ));
+        }
+    };
+    let response = apigw::http_response(response);
+    info!(function = %function, route = %route, status = response.status, "api gateway");
     to_hyper(response)
 }

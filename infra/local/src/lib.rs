@@ -10,6 +10,7 @@
 //! - the drop trigger: moto's S3 notifications turned into S3 events for `handle_s3_event`;
 //! - the fake supplier export API, the pull schedule and the runs sweeper.
 
+pub mod apigw;
 pub mod drop_trigger;
 pub mod http;
 pub mod stream_source;
@@ -97,6 +98,8 @@ pub struct StackOptions {
     pub secrets_file: PathBuf,
     /// Seed `infra/local/connectors.json` before the server answers.
     pub seed_samples: bool,
+    /// Record every API Gateway event the local server sends a function into this folder.
+    pub record_events: Option<PathBuf>,
 }
 
 impl Default for StackOptions {
@@ -111,6 +114,7 @@ impl Default for StackOptions {
             tokens_file: local.join("tokens.json"),
             secrets_file: local.join("secrets.json"),
             seed_samples: true,
+            record_events: None,
         }
     }
 }
@@ -128,6 +132,10 @@ pub struct Services {
     pub tokens: Arc<HashMap<String, Principal>>,
     /// The operators' API (`feedsafe::ops`), sharing the pull service and the ingest queue.
     pub ops: Arc<OpsService>,
+    /// The HTTP API's routes, from the template (`apigw`).
+    pub api: Arc<apigw::ApiRoutes>,
+    /// Where the API Gateway events are recorded, if anywhere (`StackOptions::record_events`).
+    pub recorder: Option<Arc<apigw::EventRecorder>>,
 }
 
 pub struct Stack {
@@ -235,6 +243,15 @@ pub async fn start_stack(
         pull,
         drops: DropService::new(evidence.clone(), queue, clock),
         tokens: Arc::new(load_tokens(&options.tokens_file)?),
+        api: Arc::new(apigw::ApiRoutes::from_template(
+            &feedsafe::local::read_template(&feedsafe::local::template_path())?.document,
+        )?),
+        recorder: options
+            .record_events
+            .as_deref()
+            .map(apigw::EventRecorder::new)
+            .transpose()?
+            .map(Arc::new),
         ops,
     };
     if options.seed_samples {

@@ -44,9 +44,26 @@ fn resources_json(resources: &LocalResources) -> serde_json::Value {
     })
 }
 
+const USAGE: &str = "\
+usage: local-stack [COMMAND]
+
+commands:
+  up         create the resources of template.yaml on the local engines, seed the sample
+             tenant, connectors, secrets and tokens, and run every function (the default)
+  demo       drive the essay's scenario through a running stack, a table per step
+  resources  create the resources only and print their names
+  help       this text
+
+The engines' endpoints come from FEEDSAFE_DYNAMODB_ENDPOINT and FEEDSAFE_MOTO_ENDPOINT
+(infra/local.sh starts the engines and sets them). FEEDSAFE_PORT: the API's port (8790).";
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let command = std::env::args().nth(1).unwrap_or_else(|| "up".into());
+    if matches!(command.as_str(), "help" | "--help" | "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(
             "info,aws_config=warn,aws_smithy_runtime=warn,hyper=warn",
@@ -71,7 +88,7 @@ async fn main() -> Result<()> {
             );
             Ok(())
         }
-        other => bail!("unknown command {other:?}; use: local-stack up | demo | resources"),
+        other => bail!("unknown command {other:?}\n\n{USAGE}"),
     }
 }
 
@@ -109,10 +126,16 @@ async fn up() -> Result<()> {
     stack_file["tokens"] = serde_json::json!(token_names);
     stack_file["webhook_secrets_file"] = serde_json::json!(options.secrets_file);
     write_stack_file(&stack_file)?;
+    let base = stack.base_url();
     println!(
-        "\nfeedsafe local stack is up on {}\n  try:  curl -H 'Authorization: Bearer local-reader-demo-token' {}/v1/items/AX-440-R2/offers\n  demo: cargo run -q -p local-stack -- demo\n  endpoints and names: .local/stack.json; Ctrl-C stops it\n",
-        stack.base_url(),
-        stack.base_url()
+        "\nfeedsafe local stack is up on {base}  (Ctrl-C stops it)
+  read offers:   curl -H 'Authorization: Bearer local-reader-demo-token' {base}/v1/items/AX-440-R2/offers
+  operate:       cargo run -q -p opsctl -- quarantine list      (token: local-operator-demo-token, a local sample)
+  demo:          cargo run -q -p local-stack -- demo
+  fake supplier: http://127.0.0.1:{supplier}/exports/acme-eu?page=1
+  endpoints, resource names and tokens: .local/stack.json
+",
+        supplier = stack.supplier.port()
     );
     tokio::signal::ctrl_c().await?;
     println!("stopping the local stack");
