@@ -1,0 +1,157 @@
+//! The ports of the projection and the read path: the evidence reads they need, the projection
+//! table, and the projector's own writes to the evidence table.
+
+use super::*;
+
+/// One page of an item's history, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryPage {
+    pub observations: Vec<Observation>,
+    /// Opaque cursor for the next page, if any.
+    pub next: Option<String>,
+}
+
+/// Reads of the evidence the projection and the read path need. Implemented by
+/// `aws::dynamo::DynamoEvidenceStore`; every read is strongly consistent except `item_history`
+/// (a GSI).
+#[async_trait]
+pub trait EvidenceReads: Send + Sync {
+    async fn replay_record(&self, delivery_key: &str) -> Result<Option<ReplayRecord>, StoreError>;
+    /// Whether the staged delivery `delivery_key` committed its epoch `epoch`.
+    async fn commit_marker_exists(
+        &self,
+        delivery_key: &str,
+        epoch: u32,
+    ) -> Result<bool, StoreError>;
+    /// The run's own item (status, page count); its pages are `run_pages`.
+    async fn run(&self, run_id: &str) -> Result<Option<Run>, StoreError>;
+    /// The committed pages of a run (consistent).
+    async fn run_pages(&self, run_id: &str) -> Result<RunPages, StoreError>;
+    async fn connector_config(
+        &self,
+        id: &ConnectorId,
+    ) -> Result<Option<ConnectorConfig>, StoreError>;
+    async fn source_quarantine(
+        &self,
+        source: &SourceRef,
+    ) -> Result<Option<SourceQuarantine>, StoreError>;
+    /// The identity rules in force for a source (consistent; empty when none).
+    async fn correction_rules(&self, source: &SourceRef) -> Result<CorrectionRules, StoreError>;
+    /// The quarantine state and identity rules of each of `sources` (consistent, in the order
+    /// asked): what the eligibility of their claims depends on, in one round trip where the
+    /// store allows it.
+    async fn source_states(&self, sources: &[SourceRef]) -> Result<Vec<SourceState>, StoreError> {
+        let mut states = Vec::with_capacity(sources.len());
+        for source in sources {
+            states.push(SourceState {
+                source: source.clone(),
+                quarantine: self.source_quarantine(source).await?,
+                rules: self.correction_rules(source).await?,
+            });
+        }
+        Ok(states)
+    }
+    async fn observation(&self, id: &str) -> Result<Option<Observation>, StoreError>;
+    /// The stored observations of `ids` (consistent reads, in the order asked; the ids not
+    /// found are left out).
+    async fn observations(&self, ids: &[ObservationId]) -> Result<Vec<Observation>, StoreError>;
+    /// `limit` observations of the item, newest (`observed_at`, `observation_id`) first.
+    async fn item_history(
+        &self,
+        tenant: &TenantId,
+        item: &str,
+        cursor: Option<&str>,
+        limit: i32,
+    ) -> Result<HistoryPage, StoreError>;
+}
+
+/// What a source's claims are judged by besides themselves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceState {
+    pub source: SourceRef,
+    pub quarantine: Option<SourceQuarantine>,
+    pub rules: CorrectionRules,
+}
+
+/// A projection row: the observation that is current for one (item, source).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectedOffer {
+    pub observation: Observation,
+    /// `observation.basis()`, stored for conditional writes.
+    pub basis: String,
+    /// The row's source is quarantined: the row keeps tracking the source's newest claim (so
+    /// that lifting the quarantine restores it through the projector), and readers skip it.
+    #[serde(default)]
+    pub source_quarantined: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProjectionKey {
+    pub item: String,
+    pub source: SourceRef,
+}
+
+impl ProjectionKey {
+    pub fn of(observation: &Observation) -> Self {
+        Self {
+            item: observation.item.clone(),
+            source: observation.source(),
+        }
+    }
+}
+
+#[async_trait]
+pub trait ProjectionStore: Send + Sync {
+    async fn current(&self, key: &ProjectionKey) -> Result<Option<ProjectedOffer>, StoreError>;
+    /// The current rows of many keys at once (consistent); absent keys have no row.
+    async fn current_many(
+        &self,
+        keys: &[ProjectionKey],
+    ) -> Result<HashMap<ProjectionKey, ProjectedOffer>, StoreError> {
+        let mut rows = HashMap::new();
+        for key in keys {
+            if let Some(row) = self.current(key).await? {
+                rows.insert(key.clone(), row);
+            }
+        }
+        Ok(rows)
+    }
+    /// Writes `offer` if the row's basis is still `expected` (`None`: no row). False when not.
+    async fn replace(
+        &self,
+        offer: &ProjectedOffer,
+        expected: Option<&str>,
+    ) -> Result<bool, StoreError>;
+    /// Deletes the row if its basis is still `expected`. False when not.
+    async fn remove(&self, key: &ProjectionKey, expected: &str) -> Result<bool, StoreError>;
+    /// Every row of an item (all sources) for a tenant, quarantined sources' rows included.
+    async fn offers(
+        &self,
+        tenant: &TenantId,
+        item: &str,
+    ) -> Result<Vec<ProjectedOffer>, StoreError>;
+    /// Items a source has a row for (quarantined or not).
+    async fn items_of_source(&self, source: &SourceRef) -> Result<Vec<String>, StoreError>;
+}
+
+/// Writes the projector makes to the evidence table: run bookkeeping and its own work records.
+#[async_trait]
+pub trait ProjectorWrites: Send + Sync {
+    /// Counts `new_pages` more committed pages on the run item (creating it for a run nobody
+    /// started) and returns the item. The count is a hint: stream redelivery may count a page
+    /// twice. MUST refuse (`Invariant`) a page whose tenant or connector differs from the run's.
+    async fn note_pages(&self, page: &RunPageRecord, new_pages: u32) -> Result<Run, StoreError>;
+    /// Marks the run `COMPLETE` (and takes it out of the open-runs index); false, changing
+    /// nothing, when it already is or does not exist.
+    async fn mark_complete(&self, run_id: &str, at: Timestamp) -> Result<bool, StoreError>;
+    /// Stores projection work records; each reaches the projector as its own stream record.
+    /// Idempotent: the same work stored twice is one record.
+    async fn enqueue_work(&self, work: &[ProjectionWork]) -> Result<(), StoreError>;
+    /// Re-attributes observations the rules in force attribute elsewhere (see
+    /// `corrections::Reattributor`); returns those this call re-attributed.
+    async fn reattribute(
+        &self,
+        moves: &[Reattribution],
+        at: Timestamp,
+    ) -> Result<Vec<ObservationId>, StoreError>;
+}
