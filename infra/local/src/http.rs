@@ -19,11 +19,14 @@ use tracing::{info, warn};
 const MAX_REQUEST_BYTES: usize = 10 * 1024 * 1024;
 pub use feedsafe::ops::OPS_SCOPE;
 
+/// Serves until `stopped`: then it stops accepting, lets each open connection finish the request
+/// it is handling (keep-alive connections are closed after it), and returns once they have.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     services: Services,
     mut stopped: watch::Receiver<bool>,
 ) {
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -33,22 +36,34 @@ pub async fn serve(
                     continue;
                 }
             },
-            _ = stopped.changed() => return,
+            _ = stopped.changed() => break,
         };
         let services = services.clone();
-        tokio::spawn(async move {
+        let mut stop = stopped.clone();
+        connections.spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let services = services.clone();
                 async move { Ok::<_, std::convert::Infallible>(handle(services, peer, request).await) }
             });
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                _ = stop.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = result {
                 warn!(error = %e, "connection error");
             }
         });
+        // Reap the finished ones as we go.
+        while connections.try_join_next().is_some() {}
     }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
 }
 
 fn to_hyper(response: OutgoingResponse) -> Response<Full<Bytes>> {

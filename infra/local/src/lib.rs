@@ -13,6 +13,7 @@
 pub mod apigw;
 pub mod drop_trigger;
 pub mod http;
+pub mod queue_files;
 pub mod stream_source;
 
 use anyhow::{Context, Result};
@@ -100,6 +101,9 @@ pub struct StackOptions {
     pub seed_samples: bool,
     /// Record every API Gateway event the local server sends a function into this folder.
     pub record_events: Option<PathBuf>,
+    /// Where a durable stack keeps its own state beside the engines' (the stream checkpoint,
+    /// the queues saved at a graceful stop): `.local/data` for `local-stack up`; None for tests.
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for StackOptions {
@@ -115,6 +119,7 @@ impl Default for StackOptions {
             secrets_file: local.join("secrets.json"),
             seed_samples: true,
             record_events: None,
+            data_dir: None,
         }
     }
 }
@@ -143,8 +148,38 @@ pub struct Stack {
     pub supplier: FakeSupplierHandle,
     pub services: Services,
     pub resources: LocalResources,
+    /// Closes the intake: the HTTP server, the schedules, the drop trigger.
     shutdown: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    /// The event sources' phase (see `Phase`).
+    phase: watch::Sender<Phase>,
+    /// The intake's tasks, the ingest pollers' and the stream poller's.
+    intake: Vec<JoinHandle<()>>,
+    pollers: Vec<JoinHandle<()>>,
+    stream: Option<JoinHandle<()>>,
+    clients: AwsClients,
+    data_dir: Option<PathBuf>,
+}
+
+/// Where the event sources stand in a stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    Running,
+    /// The intake is closed: each ingest poller returns once the queue has nothing for it.
+    Draining,
+    /// The ingest queue is drained: the stream poller returns once it has caught up.
+    Settling,
+    /// Return at once (a test's stop, or a drain that ran out of time).
+    Stopped,
+}
+
+/// How a graceful stop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Drained {
+    /// Everything acknowledged was handled or saved: the engines may stop.
+    Clean { saved_messages: usize },
+    /// Messages are still in flight somewhere (named): the queue engine must stay up for them
+    /// to come back after their visibility timeout.
+    InFlight(String),
 }
 
 impl Stack {
@@ -152,14 +187,71 @@ impl Stack {
         format!("http://{}", self.http)
     }
 
-    /// Stops every task the stack started.
+    /// Stops every task the stack started, at once (tests).
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
-        for task in self.tasks {
+        let _ = self.phase.send(Phase::Stopped);
+        for task in self
+            .intake
+            .into_iter()
+            .chain(self.pollers)
+            .chain(self.stream)
+        {
             task.abort();
             let _ = task.await;
         }
     }
+
+    /// A graceful stop: the intake closes first (no new webhook, schedule or drop is taken; the
+    /// requests being handled finish), the ingest pollers drain the queue, the projector catches
+    /// up with the stream, then, for a durable stack, what is left in the queues (dead letters,
+    /// failure reports) is saved beside the data and sent again at the next start. Within
+    /// `limit`; past it the tasks are stopped where they are and nothing is lost either (the
+    /// messages come back after their visibility timeout), as long as the queue engine stays up.
+    pub async fn drain(mut self, limit: Duration) -> Result<Drained> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let _ = self.shutdown.send(true);
+        let intake = std::mem::take(&mut self.intake);
+        let timed_out = |what: &str| {
+            Drained::InFlight(format!("{what} did not finish within {}s", limit.as_secs()))
+        };
+        if !join_by(intake, deadline).await {
+            self.stop_now().await;
+            return Ok(timed_out("the intake"));
+        }
+        let _ = self.phase.send(Phase::Draining);
+        let pollers = std::mem::take(&mut self.pollers);
+        if !join_by(pollers, deadline).await {
+            self.stop_now().await;
+            return Ok(timed_out("draining the ingest queue"));
+        }
+        let _ = self.phase.send(Phase::Settling);
+        let stream: Vec<_> = self.stream.take().into_iter().collect();
+        if !join_by(stream, deadline).await {
+            self.stop_now().await;
+            return Ok(timed_out("the projector"));
+        }
+        let Some(dir) = self.data_dir.clone() else {
+            return Ok(Drained::Clean { saved_messages: 0 });
+        };
+        queue_files::save(&self.clients, &self.resources, &dir.join("queues")).await
+    }
+
+    async fn stop_now(self) {
+        self.stop().await
+    }
+}
+
+/// Waits for `tasks` until `deadline`; false when some were still running (they are aborted).
+async fn join_by(tasks: Vec<JoinHandle<()>>, deadline: tokio::time::Instant) -> bool {
+    let mut finished = true;
+    for mut task in tasks {
+        if !finished || tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+            finished = false;
+            task.abort();
+        }
+    }
+    finished
 }
 
 /// Concurrent ingest batches, as Lambda's SQS event source runs several pollers at once.
@@ -255,56 +347,79 @@ pub async fn start_stack(
         ops,
     };
     if options.seed_samples {
+        // Created only when missing: a durable stack keeps what operators changed since.
         for connector in sample_connectors(&supplier)? {
-            evidence.put_connector(&connector).await?;
+            let existing = feedsafe::ports::ConnectorDirectory::connector(
+                evidence.as_ref(),
+                &connector.connector,
+            )
+            .await?;
+            if existing.is_none() {
+                evidence.put_connector(&connector).await?;
+            }
         }
     }
     let (shutdown, stopped) = watch::channel(false);
+    let (phase, phases) = watch::channel(Phase::Running);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
         .await
         .with_context(|| format!("binding 127.0.0.1:{}", options.port))?;
     let http = listener.local_addr()?;
-    let mut tasks = vec![tokio::spawn(http::serve(
+    let mut intake = vec![tokio::spawn(http::serve(
         listener,
         services.clone(),
         stopped.clone(),
     ))];
     // Lambda's SQS event source starts with five concurrent pollers, each invoking its own
     // function instance; locally, `INGEST_POLLERS` share this process.
+    let mut pollers = Vec::new();
     for _ in 0..INGEST_POLLERS {
-        tasks.push(tokio::spawn(sqs_poller(
+        pollers.push(tokio::spawn(sqs_poller(
             clients.sqs.clone(),
             ingest_queue.clone(),
             services.ingest.clone(),
             ingest_batch_size(),
             options.visibility_override,
-            stopped.clone(),
+            phases.clone(),
         )));
     }
     let failure_queue = resources
         .queue("ProjectorFailureQueue")
         .ok()
         .map(|q| q.url.clone());
-    let stream = StreamReader::open(&clients, dynamodb_endpoint, &evidence_table).await?;
+    let mut stream = StreamReader::open(&clients, dynamodb_endpoint, &evidence_table).await?;
+    if let Some(dir) = &options.data_dir {
+        std::fs::create_dir_all(dir)?;
+        stream = stream.with_checkpoint(dir.join("stream-checkpoint.json"))?;
+    }
     let spec = feedsafe::local::read_template(&feedsafe::local::template_path())?;
     let stream_settings = StreamSourceSettings::from_template(&spec.document)?;
-    tasks.push(tokio::spawn(stream_poller(
+    let stream = Some(tokio::spawn(stream_poller(
         stream,
         stream_settings,
         services.projector.clone(),
         clients.sqs.clone(),
         failure_queue,
-        stopped.clone(),
+        phases,
     )));
     let drop_events = drop_trigger::subscribe_to_drops(&clients, &resources, &bucket).await?;
-    tasks.push(tokio::spawn(drop_trigger::drops_watcher(
+    if let Some(dir) = &options.data_dir {
+        let restored = queue_files::restore(&clients, &resources, &dir.join("queues")).await?;
+        if restored > 0 {
+            info!(
+                restored,
+                "messages saved at the last graceful stop sent again"
+            );
+        }
+    }
+    intake.push(tokio::spawn(drop_trigger::drops_watcher(
         clients.clone(),
         drop_events,
         bucket,
         services.drops.clone(),
         stopped.clone(),
     )));
-    tasks.push(tokio::spawn(scheduler(
+    intake.push(tokio::spawn(scheduler(
         services.clone(),
         options.pull_every,
         options.sweep_every,
@@ -317,7 +432,12 @@ pub async fn start_stack(
         services,
         resources,
         shutdown,
-        tasks,
+        phase,
+        intake,
+        pollers,
+        stream,
+        clients,
+        data_dir: options.data_dir,
     })
 }
 
@@ -329,12 +449,13 @@ async fn sqs_poller(
     ingest: IngestService,
     batch_size: i32,
     visibility: Option<i32>,
-    mut stopped: watch::Receiver<bool>,
+    mut phase: watch::Receiver<Phase>,
 ) {
     loop {
-        if *stopped.borrow() {
+        if *phase.borrow() >= Phase::Settling {
             return;
         }
+        let draining = *phase.borrow() == Phase::Draining;
         let received = tokio::select! {
             r = sqs
                 .receive_message()
@@ -344,7 +465,8 @@ async fn sqs_poller(
                 .set_visibility_timeout(visibility)
                 .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
                 .send() => r,
-            _ = stopped.changed() => return,
+            // Draining does not interrupt a receive; stopping does.
+            _ = wait_for_phase(&mut phase, Phase::Stopped) => return,
         };
         let messages = match received {
             Ok(out) => out.messages.unwrap_or_default(),
@@ -355,6 +477,9 @@ async fn sqs_poller(
             }
         };
         if messages.is_empty() {
+            if draining {
+                return;
+            }
             continue;
         }
         let event = feedsafe::local::sqs_event(&messages);
@@ -390,6 +515,11 @@ async fn sqs_poller(
     }
 }
 
+/// Returns once the phase is `at_least` or later.
+async fn wait_for_phase(phase: &mut watch::Receiver<Phase>, at_least: Phase) {
+    let _ = phase.wait_for(|p| *p >= at_least).await;
+}
+
 fn feedsafe_error<E: std::error::Error>(e: &E) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
@@ -412,9 +542,11 @@ async fn stream_poller(
     projector: Projector,
     sqs: aws_sdk_sqs::Client,
     failure_queue: Option<String>,
-    stopped: watch::Receiver<bool>,
+    phase: watch::Receiver<Phase>,
 ) {
-    while !*stopped.borrow() {
+    let stopped = || *phase.borrow() == Phase::Stopped;
+    while !stopped() {
+        let settling = *phase.borrow() == Phase::Settling;
         let records = match stream.poll().await {
             Ok(records) => records,
             Err(e) => {
@@ -423,6 +555,7 @@ async fn stream_poller(
                 continue;
             }
         };
+        let empty = records.is_empty();
         let event = feedsafe::local::stream_event(&records);
         let records: Vec<_> = event
             .records
@@ -458,7 +591,7 @@ async fn stream_poller(
                 retries += 1;
                 warn!(sequence = %sequence, retries, "projection failed; retrying from this record");
                 tokio::time::sleep(Duration::from_millis(200 * u64::from(retries.min(5)))).await;
-                if *stopped.borrow() {
+                if stopped() {
                     return;
                 }
                 continue;
@@ -492,10 +625,17 @@ async fn stream_poller(
                 retries = 0;
                 continue;
             }
-            if *stopped.borrow() {
+            if stopped() {
                 return;
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        // Every record of this poll is projected or reported: the checkpoint moves past them.
+        if let Err(e) = stream.commit() {
+            warn!(error = %e, "saving the stream checkpoint failed; records may be projected again");
+        }
+        if settling && empty {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -55,7 +55,17 @@ commands:
   help       this text
 
 The engines' endpoints come from FEEDSAFE_DYNAMODB_ENDPOINT and FEEDSAFE_MOTO_ENDPOINT
-(infra/local.sh starts the engines and sets them). FEEDSAFE_PORT: the API's port (8790).";
+(infra/local.sh starts the engines and sets them). Other settings of `up`:
+  FEEDSAFE_PORT                the API's port (8790)
+  FEEDSAFE_SUPPLIER_PORT       the fake supplier's port (8791)
+  FEEDSAFE_DATA_DIR            where the stack keeps its stream checkpoint and saved queues
+                               (infra/local.sh: .local/data, beside the engines' data)
+  FEEDSAFE_STACK_PREFIX        resource name prefix (local)
+  FEEDSAFE_PULL_EVERY_SECONDS  scheduled pull runs (60; 0 or off: only on request)
+  FEEDSAFE_DRAIN_SECONDS       how long a graceful stop may drain the queues (60)
+
+Ctrl-C (or SIGTERM) stops gracefully: the intake closes, the queues drain, the projector catches
+up, what waits in the queues is saved; exit status 75 when messages were left in flight.";
 
 #[tokio::main]
 async fn main() -> Result<()> {
@@ -92,25 +102,48 @@ async fn main() -> Result<()> {
     }
 }
 
+fn env_port(key: &str, default: u16) -> Result<u16> {
+    match std::env::var(key) {
+        Ok(text) => text
+            .parse()
+            .with_context(|| format!("{key}={text:?} is not a port number")),
+        Err(_) => Ok(default),
+    }
+}
+
+/// Exit status of `up` when a graceful stop left messages in flight: the queue engine must stay
+/// up for them (`infra/local.sh` then leaves the engines running). EX_TEMPFAIL.
+const IN_FLIGHT_EXIT: i32 = 75;
+
 async fn up() -> Result<()> {
     let dynamodb = endpoint("FEEDSAFE_DYNAMODB_ENDPOINT")?;
     let moto = endpoint("FEEDSAFE_MOTO_ENDPOINT")?;
     let clients = AwsClients::local(&dynamodb, &moto);
-    let prefix = format!(
-        "local{}",
-        feedsafe::timestamp::Timestamp::now().unix_seconds() % 1_000_000
-    );
+    // Stable names: a restart finds the same tables, queues and bucket (created only when
+    // missing), so nothing acknowledged before it is out of reach after it.
+    let prefix = std::env::var("FEEDSAFE_STACK_PREFIX").unwrap_or_else(|_| "local".into());
+    let data_dir = std::env::var_os("FEEDSAFE_DATA_DIR").map(std::path::PathBuf::from);
     let created = resources(&clients, &prefix)
         .await
         .context("creating resources from template.yaml")?;
-    let port: u16 = std::env::var("FEEDSAFE_PORT")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(8790);
     let options = StackOptions {
-        port,
+        port: env_port("FEEDSAFE_PORT", 8790)?,
+        // Stable too: the seeded pull connector names the fake supplier's address.
+        supplier_port: env_port("FEEDSAFE_SUPPLIER_PORT", 8791)?,
+        pull_every: match std::env::var("FEEDSAFE_PULL_EVERY_SECONDS").ok().as_deref() {
+            Some("0") | Some("off") => None,
+            Some(text) => Some(std::time::Duration::from_secs(text.parse().with_context(
+                || format!("FEEDSAFE_PULL_EVERY_SECONDS={text:?} is not a number of seconds"),
+            )?)),
+            None => Some(std::time::Duration::from_secs(60)),
+        },
+        data_dir: data_dir.clone(),
         ..StackOptions::default()
     };
+    let drain_seconds: u64 = std::env::var("FEEDSAFE_DRAIN_SECONDS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(60);
     let stack = start_stack(clients.clone(), &dynamodb, created.clone(), options.clone()).await?;
     demo::seed_first_export(&stack.supplier);
     let tokens = local_stack::load_tokens(&options.tokens_file)?;
@@ -125,20 +158,59 @@ async fn up() -> Result<()> {
     stack_file["moto_endpoint"] = serde_json::json!(moto);
     stack_file["tokens"] = serde_json::json!(token_names);
     stack_file["webhook_secrets_file"] = serde_json::json!(options.secrets_file);
+    stack_file["data_dir"] = serde_json::json!(data_dir);
+    stack_file["pid"] = serde_json::json!(std::process::id());
     write_stack_file(&stack_file)?;
     let base = stack.base_url();
+    let data = match &data_dir {
+        Some(dir) => format!(
+            "{}  (kept across restarts; infra/local.sh --fresh starts empty)",
+            dir.display()
+        ),
+        None => "in the engines only (FEEDSAFE_DATA_DIR unset)".into(),
+    };
     println!(
-        "\nfeedsafe local stack is up on {base}  (Ctrl-C stops it)
+        "\nfeedsafe local stack is up on {base}  (Ctrl-C stops it gracefully)
   read offers:   curl -H 'Authorization: Bearer local-reader-demo-token' {base}/v1/items/AX-440-R2/offers
   operate:       cargo run -q -p opsctl -- quarantine list      (token: local-operator-demo-token, a local sample)
   demo:          cargo run -q -p local-stack -- demo
   fake supplier: http://127.0.0.1:{supplier}/exports/acme-eu?page=1
+  data:          {data}
   endpoints, resource names and tokens: .local/stack.json
 ",
         supplier = stack.supplier.port()
     );
-    tokio::signal::ctrl_c().await?;
-    println!("stopping the local stack");
-    stack.stop().await;
+    wait_for_stop_signal().await?;
+    println!("stopping: intake closed, draining the queues (up to {drain_seconds}s; Ctrl-C again stops at once)");
+    let drained = tokio::select! {
+        drained = stack.drain(std::time::Duration::from_secs(drain_seconds)) => drained?,
+        _ = wait_for_stop_signal() => {
+            println!("stopped at once: messages in flight come back after their visibility timeout");
+            std::process::exit(IN_FLIGHT_EXIT);
+        }
+    };
+    match drained {
+        local_stack::Drained::Clean { saved_messages } => {
+            if saved_messages > 0 {
+                println!("stopped; {saved_messages} waiting message(s) saved, sent again at the next start");
+            } else {
+                println!("stopped; every queue drained");
+            }
+            Ok(())
+        }
+        local_stack::Drained::InFlight(why) => {
+            println!("stopped, but {why}: keep the engines running, the next start picks them up");
+            std::process::exit(IN_FLIGHT_EXIT);
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn wait_for_stop_signal() -> Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
     Ok(())
 }
