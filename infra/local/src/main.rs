@@ -2,6 +2,7 @@
 //! essay's scenario through a running stack; `local-stack resources` only creates resources.
 
 mod demo;
+mod drill;
 
 use anyhow::{bail, Context, Result};
 use feedsafe::aws::AwsClients;
@@ -29,9 +30,14 @@ async fn resources(clients: &AwsClients, prefix: &str) -> Result<LocalResources>
     .await
 }
 
+/// `.local/stack.json`, or FEEDSAFE_STACK_FILE (the drill's stack keeps its own).
 fn write_stack_file(value: &serde_json::Value) -> Result<()> {
-    let out = repo_root().join(".local/stack.json");
-    std::fs::create_dir_all(repo_root().join(".local"))?;
+    let out = std::env::var_os("FEEDSAFE_STACK_FILE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".local/stack.json"));
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
     std::fs::write(&out, serde_json::to_vec_pretty(value)?)?;
     Ok(())
 }
@@ -52,6 +58,9 @@ commands:
              tenant, connectors, secrets and tokens, and run every function (the default)
   demo       drive the essay's scenario through a running stack, a table per step
   resources  create the resources only and print their names
+  drill      the crash drill (scripts/drill runs it): kill -9 the function host while webhooks,
+             file drops and pull runs arrive, then check that every acknowledged event is
+             stored once with its raw artifact; `local-stack drill --help`
   help       this text
 
 The engines' endpoints come from FEEDSAFE_DYNAMODB_ENDPOINT and FEEDSAFE_MOTO_ENDPOINT
@@ -86,6 +95,7 @@ async fn main() -> Result<()> {
     match command.as_str() {
         "up" => up().await,
         "demo" => demo::run().await,
+        "drill" => drill::run(std::env::args().skip(2).collect()).await,
         "resources" => {
             let clients = AwsClients::local(
                 &endpoint("FEEDSAFE_DYNAMODB_ENDPOINT")?,
