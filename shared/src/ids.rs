@@ -1,6 +1,8 @@
 //! Validated identifiers. Each is parsed once at the boundary and trusted afterwards.
 
+use percent_encoding::{utf8_percent_encode, AsciiSet};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -152,19 +154,22 @@ pub struct FallbackFields<'a> {
     pub payload_sha256: &'a str,
 }
 
-/// Percent-encodes `%` and `separator` in `text`, so that `separator` occurs nowhere in the
-/// result and decoding is unique (`%` itself is escaped, so a literal `%2F` stays `%252F`).
-fn escape_component(text: &str, separator: char) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c == '%' || c == separator {
-            // Both are ASCII: one byte, two hex digits.
-            out.push_str(&format!("%{:02X}", c as u32));
-        } else {
-            out.push(c);
-        }
+/// What `escape_component` encodes in a CloudEvents id: `%` and `/`.
+const CLOUD_EVENT_ID_ESCAPES: &AsciiSet = &AsciiSet::EMPTY.add(b'%').add(b'/');
+/// What `escape_component` encodes in a file version: `%` and `@`.
+const FILE_VERSION_ESCAPES: &AsciiSet = &AsciiSet::EMPTY.add(b'%').add(b'@');
+
+/// Percent-encodes `%` and the separator (the set's other member) in `text`, so that the
+/// separator occurs nowhere in the result and decoding is unique (`%` itself is escaped, so a
+/// literal `%2F` stays `%252F`). Text holding anything but ASCII is returned as it is:
+/// `percent-encoding` would escape those bytes too, and an id holding them is not a readable one
+/// anyway (`delivery_char`), so the caller names it by its digest.
+fn escape_component<'a>(text: &'a str, escapes: &'static AsciiSet) -> Cow<'a, str> {
+    if text.is_ascii() {
+        utf8_percent_encode(text, escapes).into()
+    } else {
+        Cow::Borrowed(text)
     }
-    out
 }
 
 impl SourceDeliveryId {
@@ -175,8 +180,11 @@ impl SourceDeliveryId {
     /// a valid id (spaces, non-ASCII, over 512 characters): `ce-{sha256 hex}` over both fields
     /// as netstrings; it holds no `/`, so it never equals a readable one.
     pub fn cloud_event(source: &str, id: &str) -> Self {
-        Self::parse(&format!("{source}/{}", escape_component(id, '/')))
-            .unwrap_or_else(|_| Self::digest("ce-", &["cloudevents", source, id]))
+        Self::parse(&format!(
+            "{source}/{}",
+            escape_component(id, CLOUD_EVENT_ID_ESCAPES)
+        ))
+        .unwrap_or_else(|_| Self::digest("ce-", &["cloudevents", source, id]))
     }
 
     /// A page of a supplier export: `{export_id}/{page}`, e.g. `EXP-8821/2`. Unambiguous as it
@@ -191,8 +199,11 @@ impl SourceDeliveryId {
     /// `file-{sha256 hex}` over both fields as netstrings; it holds no `@`, so it never equals a
     /// readable one.
     pub fn file_version(file: &str, version: &str) -> Self {
-        Self::parse(&format!("{file}@{}", escape_component(version, '@')))
-            .unwrap_or_else(|_| Self::digest("file-", &["file_version", file, version]))
+        Self::parse(&format!(
+            "{file}@{}",
+            escape_component(version, FILE_VERSION_ESCAPES)
+        ))
+        .unwrap_or_else(|_| Self::digest("file-", &["file_version", file, version]))
     }
 
     /// The fallback identity: `fb-{sha256 hex}` over every field of [`FallbackFields`] as
@@ -405,6 +416,60 @@ mod tests {
         let spaced = file("price list.csv", "v1");
         assert!(spaced.as_str().starts_with("file-") && !spaced.as_str().contains('@'));
         assert_ne!(spaced, file("price list.csv", "v2"));
+    }
+
+    /// The encoder `ids` had before it used `percent-encoding`, and the ids it made.
+    fn hand_written_escape(text: &str, separator: char) -> String {
+        let mut out = String::with_capacity(text.len());
+        for c in text.chars() {
+            if c == '%' || c == separator {
+                out.push_str(&format!("%{:02X}", c as u32));
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn composite_ids_are_exactly_the_ones_the_hand_written_encoder_made() {
+        let before_cloud_event = |source: &str, id: &str| {
+            SourceDeliveryId::parse(&format!("{source}/{}", hand_written_escape(id, '/')))
+                .unwrap_or_else(|_| SourceDeliveryId::digest("ce-", &["cloudevents", source, id]))
+        };
+        let before_file_version = |file: &str, version: &str| {
+            SourceDeliveryId::parse(&format!("{file}@{}", hand_written_escape(version, '@')))
+                .unwrap_or_else(|_| {
+                    SourceDeliveryId::digest("file-", &["file_version", file, version])
+                })
+        };
+        // Every string of up to 4 characters over separators, escapes, hex digits, a space, a
+        // control character and non-ASCII ones, as the second field.
+        let alphabet = ["%", "/", "@", "2", "F", "4", "0", "a", " ", "\n", "é", "€"];
+        let mut texts = vec![String::new()];
+        let mut all = texts.clone();
+        for _ in 0..4 {
+            texts = texts
+                .iter()
+                .flat_map(|t| alphabet.iter().map(move |c| format!("{t}{c}")))
+                .collect();
+            all.extend(texts.iter().cloned());
+        }
+        for text in &all {
+            for first in ["urn:acme:events", "prices.csv", "a%", "x y"] {
+                assert_eq!(
+                    SourceDeliveryId::cloud_event(first, text),
+                    before_cloud_event(first, text),
+                    "cloud_event({first:?}, {text:?})"
+                );
+                assert_eq!(
+                    SourceDeliveryId::file_version(first, text),
+                    before_file_version(first, text),
+                    "file_version({first:?}, {text:?})"
+                );
+            }
+        }
+        assert_eq!(all.len(), 1 + 12 + 144 + 1728 + 20736);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use aws_sdk_sqs::types::QueueAttributeName;
-use serde_yaml::Value;
+use serde_norway::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -116,7 +116,7 @@ pub fn read_template(path: &Path) -> Result<TemplateResources> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let document: Value =
-        serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        serde_norway::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     let parameters: BTreeMap<String, Value> = document
         .get("Parameters")
         .and_then(Value::as_mapping)

@@ -77,10 +77,10 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-fn openapi_document() -> serde_yaml::Value {
+fn openapi_document() -> serde_norway::Value {
     let path = repo_root().join("docs").join("openapi.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
 }
 
 /// One path segment of a route pattern.
@@ -138,7 +138,9 @@ fn contract_routes() -> BTreeSet<(String, Vec<Segment>)> {
 }
 
 /// `(METHOD, path, operation)` of every operation in the OpenAPI document.
-fn openapi_operations(document: &serde_yaml::Value) -> Vec<(String, String, &serde_yaml::Value)> {
+fn openapi_operations(
+    document: &serde_norway::Value,
+) -> Vec<(String, String, &serde_norway::Value)> {
     let mut out = Vec::new();
     for (path, item) in document["paths"].as_mapping().expect("openapi paths") {
         let path = path.as_str().expect("path").to_owned();
@@ -153,10 +155,10 @@ fn openapi_operations(document: &serde_yaml::Value) -> Vec<(String, String, &ser
 
 /// Follows a local `$ref` (`#/components/...`).
 fn resolve_ref<'a>(
-    document: &'a serde_yaml::Value,
-    value: &'a serde_yaml::Value,
-) -> &'a serde_yaml::Value {
-    match value.get("$ref").and_then(serde_yaml::Value::as_str) {
+    document: &'a serde_norway::Value,
+    value: &'a serde_norway::Value,
+) -> &'a serde_norway::Value {
+    match value.get("$ref").and_then(serde_norway::Value::as_str) {
         Some(reference) => {
             let pointer = reference
                 .strip_prefix("#/")
@@ -171,8 +173,8 @@ fn resolve_ref<'a>(
 
 /// The security requirement of an operation as (scheme, scopes).
 fn security_of(
-    operation: &serde_yaml::Value,
-    document: &serde_yaml::Value,
+    operation: &serde_norway::Value,
+    document: &serde_norway::Value,
 ) -> Vec<(String, Vec<String>)> {
     let security = operation.get("security").unwrap_or(&document["security"]);
     one_or_many(security)

@@ -6,6 +6,7 @@ mod contract;
 mod corrections;
 mod crash_matrix;
 mod crash_points;
+mod entry_points;
 mod ingest;
 mod intake;
 mod model_test;

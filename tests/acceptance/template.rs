@@ -77,7 +77,7 @@ const QUERY_READ_ACTIONS: [&str; 3] = [
     "dynamodb:Query",
 ];
 
-pub(crate) fn template_document() -> serde_yaml::Value {
+pub(crate) fn template_document() -> serde_norway::Value {
     feedsafe::local::read_template(&feedsafe::local::template_path())
         .expect("template.yaml parses")
         .document
@@ -85,8 +85,8 @@ pub(crate) fn template_document() -> serde_yaml::Value {
 
 /// The template's `AWS::Serverless::Function` resources, by logical id.
 pub(crate) fn serverless_functions(
-    document: &serde_yaml::Value,
-) -> Vec<(String, &serde_yaml::Value)> {
+    document: &serde_norway::Value,
+) -> Vec<(String, &serde_norway::Value)> {
     document["Resources"]
         .as_mapping()
         .expect("Resources")
@@ -97,10 +97,10 @@ pub(crate) fn serverless_functions(
 }
 
 /// A scalar or a list of scalars (`Action: x` or `Action: [x, y]`) as a list.
-pub(crate) fn one_or_many(value: &serde_yaml::Value) -> Vec<&serde_yaml::Value> {
+pub(crate) fn one_or_many(value: &serde_norway::Value) -> Vec<&serde_norway::Value> {
     match value {
-        serde_yaml::Value::Sequence(items) => items.iter().collect(),
-        serde_yaml::Value::Null => Vec::new(),
+        serde_norway::Value::Sequence(items) => items.iter().collect(),
+        serde_norway::Value::Null => Vec::new(),
         other => vec![other],
     }
 }
@@ -109,8 +109,8 @@ pub(crate) fn one_or_many(value: &serde_yaml::Value) -> Vec<&serde_yaml::Value> 
 /// policy templates grant actions this check cannot see, so they fail it.
 pub(crate) fn policy_statements<'a>(
     id: &str,
-    function: &'a serde_yaml::Value,
-) -> Vec<&'a serde_yaml::Value> {
+    function: &'a serde_norway::Value,
+) -> Vec<&'a serde_norway::Value> {
     one_or_many(&function["Properties"]["Policies"])
         .into_iter()
         .flat_map(|policy| {
@@ -123,7 +123,7 @@ pub(crate) fn policy_statements<'a>(
 }
 
 /// The actions a function's inline policies allow (`Effect: Allow`), in template order.
-pub(crate) fn allowed_actions(id: &str, function: &serde_yaml::Value) -> Vec<String> {
+pub(crate) fn allowed_actions(id: &str, function: &serde_norway::Value) -> Vec<String> {
     policy_statements(id, function)
         .into_iter()
         .filter(|statement| statement["Effect"].as_str() == Some("Allow"))
@@ -140,19 +140,19 @@ pub(crate) fn allowed_actions(id: &str, function: &serde_yaml::Value) -> Vec<Str
         .collect()
 }
 
-pub(crate) fn is_wildcard_resource(resource: &serde_yaml::Value) -> bool {
+pub(crate) fn is_wildcard_resource(resource: &serde_norway::Value) -> bool {
     match resource {
-        serde_yaml::Value::String(text) => text.trim() == "*",
-        serde_yaml::Value::Tagged(tagged) => is_wildcard_resource(&tagged.value),
+        serde_norway::Value::String(text) => text.trim() == "*",
+        serde_norway::Value::Tagged(tagged) => is_wildcard_resource(&tagged.value),
         _ => false,
     }
 }
 
 /// The template's resources of one CloudFormation/SAM type, by logical id, in template order.
 pub(crate) fn resources_of_type<'a>(
-    document: &'a serde_yaml::Value,
+    document: &'a serde_norway::Value,
     kind: &str,
-) -> Vec<(String, &'a serde_yaml::Value)> {
+) -> Vec<(String, &'a serde_norway::Value)> {
     document["Resources"]
         .as_mapping()
         .expect("Resources")
@@ -163,7 +163,7 @@ pub(crate) fn resources_of_type<'a>(
 }
 
 /// One resource by logical id; panics with the id when it is missing.
-pub(crate) fn resource<'a>(document: &'a serde_yaml::Value, id: &str) -> &'a serde_yaml::Value {
+pub(crate) fn resource<'a>(document: &'a serde_norway::Value, id: &str) -> &'a serde_norway::Value {
     let resource = &document["Resources"][id];
     assert!(!resource.is_null(), "no resource {id} in template.yaml");
     resource
@@ -171,29 +171,29 @@ pub(crate) fn resource<'a>(document: &'a serde_yaml::Value, id: &str) -> &'a ser
 
 /// The argument of an intrinsic function in short (`!Ref x`) or long (`{Ref: x}`) form.
 pub(crate) fn intrinsic<'a>(
-    value: &'a serde_yaml::Value,
+    value: &'a serde_norway::Value,
     short: &str,
     long: &str,
-) -> Option<&'a serde_yaml::Value> {
+) -> Option<&'a serde_norway::Value> {
     match value {
-        serde_yaml::Value::Tagged(tagged) if tagged.tag == short => Some(&tagged.value),
-        serde_yaml::Value::Mapping(map) if map.len() == 1 => map.get(long),
+        serde_norway::Value::Tagged(tagged) if tagged.tag == short => Some(&tagged.value),
+        serde_norway::Value::Mapping(map) if map.len() == 1 => map.get(long),
         _ => None,
     }
 }
 
 /// `!Ref X` -> `X`.
-pub(crate) fn ref_target(value: &serde_yaml::Value) -> Option<&str> {
-    intrinsic(value, "!Ref", "Ref").and_then(serde_yaml::Value::as_str)
+pub(crate) fn ref_target(value: &serde_norway::Value) -> Option<&str> {
+    intrinsic(value, "!Ref", "Ref").and_then(serde_norway::Value::as_str)
 }
 
 /// `!GetAtt X.Attr` or `Fn::GetAtt: [X, Attr]` -> `(X, Attr)`.
-pub(crate) fn get_att(value: &serde_yaml::Value) -> Option<(String, String)> {
+pub(crate) fn get_att(value: &serde_norway::Value) -> Option<(String, String)> {
     match intrinsic(value, "!GetAtt", "Fn::GetAtt")? {
-        serde_yaml::Value::String(text) => text
+        serde_norway::Value::String(text) => text
             .split_once('.')
             .map(|(id, attr)| (id.to_owned(), attr.to_owned())),
-        serde_yaml::Value::Sequence(parts) => Some((
+        serde_norway::Value::Sequence(parts) => Some((
             parts.first()?.as_str()?.to_owned(),
             parts.get(1)?.as_str()?.to_owned(),
         )),
@@ -202,7 +202,7 @@ pub(crate) fn get_att(value: &serde_yaml::Value) -> Option<(String, String)> {
 }
 
 /// The template string of `!Sub "..."` (or a plain string).
-pub(crate) fn sub_text(value: &serde_yaml::Value) -> Option<&str> {
+pub(crate) fn sub_text(value: &serde_norway::Value) -> Option<&str> {
     match intrinsic(value, "!Sub", "Fn::Sub") {
         Some(inner) => inner.as_str(),
         None => value.as_str(),
@@ -211,12 +211,12 @@ pub(crate) fn sub_text(value: &serde_yaml::Value) -> Option<&str> {
 
 /// True for `true`, `"true"`, or `!If [Condition, true, ...]` (on when the condition holds, which
 /// the parameter defaults make it).
-pub(crate) fn is_enabled(value: &serde_yaml::Value) -> bool {
+pub(crate) fn is_enabled(value: &serde_norway::Value) -> bool {
     match value {
-        serde_yaml::Value::Bool(b) => *b,
-        serde_yaml::Value::String(s) => s == "true",
+        serde_norway::Value::Bool(b) => *b,
+        serde_norway::Value::String(s) => s == "true",
         other => intrinsic(other, "!If", "Fn::If")
-            .and_then(serde_yaml::Value::as_sequence)
+            .and_then(serde_norway::Value::as_sequence)
             .and_then(|branches| branches.get(1))
             .is_some_and(is_enabled),
     }
@@ -224,9 +224,9 @@ pub(crate) fn is_enabled(value: &serde_yaml::Value) -> bool {
 
 /// A parameter's `Default`, e.g. to resolve `!Ref IngestMaxReceiveCount`.
 pub(crate) fn parameter_default<'a>(
-    document: &'a serde_yaml::Value,
+    document: &'a serde_norway::Value,
     name: &str,
-) -> &'a serde_yaml::Value {
+) -> &'a serde_norway::Value {
     &document["Parameters"][name]["Default"]
 }
 
@@ -245,7 +245,7 @@ pub(crate) struct HttpApiRoute {
 }
 
 /// Every `HttpApi` event of every function, in template order.
-pub(crate) fn http_api_routes(document: &serde_yaml::Value) -> Vec<HttpApiRoute> {
+pub(crate) fn http_api_routes(document: &serde_norway::Value) -> Vec<HttpApiRoute> {
     let mut routes = Vec::new();
     for (function, resource) in serverless_functions(document) {
         let Some(events) = resource["Properties"]["Events"].as_mapping() else {
@@ -281,10 +281,10 @@ pub(crate) fn http_api_routes(document: &serde_yaml::Value) -> Vec<HttpApiRoute>
 
 /// The alarms of the template whose metric is `namespace`/`metric`, with their dimensions.
 pub(crate) fn alarms_on<'a>(
-    document: &'a serde_yaml::Value,
+    document: &'a serde_norway::Value,
     namespace: &str,
     metric: &str,
-) -> Vec<(String, &'a serde_yaml::Value)> {
+) -> Vec<(String, &'a serde_norway::Value)> {
     resources_of_type(document, "AWS::CloudWatch::Alarm")
         .into_iter()
         .filter(|(_, alarm)| {
@@ -296,9 +296,9 @@ pub(crate) fn alarms_on<'a>(
 
 /// The value of an alarm's dimension `name` (literal, `!Ref` or `!GetAtt`, unresolved).
 pub(crate) fn alarm_dimension<'a>(
-    alarm: &'a serde_yaml::Value,
+    alarm: &'a serde_norway::Value,
     name: &str,
-) -> Option<&'a serde_yaml::Value> {
+) -> Option<&'a serde_norway::Value> {
     one_or_many(&alarm["Properties"]["Dimensions"])
         .into_iter()
         .find(|d| d["Name"].as_str() == Some(name))
@@ -552,9 +552,9 @@ fn template_is_production_complete() {
     for (id, alarm) in resources_of_type(&document, "AWS::CloudWatch::Alarm") {
         let actions = &alarm["Properties"]["AlarmActions"];
         let conditional = intrinsic(actions, "!If", "Fn::If")
-            .and_then(serde_yaml::Value::as_sequence)
+            .and_then(serde_norway::Value::as_sequence)
             .and_then(|branches| branches.first())
-            .and_then(serde_yaml::Value::as_str);
+            .and_then(serde_norway::Value::as_str);
         assert_eq!(
             conditional,
             Some("HasAlarmTopic"),
@@ -612,7 +612,7 @@ const EXPIRING_PROPERTIES: [&str; 4] = [
 ];
 
 /// The raw bucket's enabled lifecycle rules.
-fn raw_bucket_lifecycle_rules(document: &serde_yaml::Value) -> Vec<&serde_yaml::Value> {
+fn raw_bucket_lifecycle_rules(document: &serde_norway::Value) -> Vec<&serde_norway::Value> {
     let rules = &resource(document, "RawBucket")["Properties"]["LifecycleConfiguration"]["Rules"];
     one_or_many(rules)
         .into_iter()
@@ -622,12 +622,12 @@ fn raw_bucket_lifecycle_rules(document: &serde_yaml::Value) -> Vec<&serde_yaml::
 
 /// Whether a rule can act on some object under `prefix`: a rule without a prefix acts on every
 /// object; tag and size filters only narrow it, so they do not make it safe.
-fn rule_reaches(rule: &serde_yaml::Value, prefix: &str) -> bool {
+fn rule_reaches(rule: &serde_norway::Value, prefix: &str) -> bool {
     let own = rule["Prefix"].as_str().unwrap_or("");
     prefix.starts_with(own) || own.starts_with(prefix)
 }
 
-fn rule_name(rule: &serde_yaml::Value) -> String {
+fn rule_name(rule: &serde_norway::Value) -> String {
     format!(
         "{} (prefix {:?})",
         rule["Id"].as_str().unwrap_or("<no Id>"),
@@ -637,8 +637,8 @@ fn rule_name(rule: &serde_yaml::Value) -> String {
 
 /// The least value a number property can take: a literal, or the `MinValue` of the parameter
 /// it references (`None` when the parameter has none).
-fn least_number(document: &serde_yaml::Value, value: &serde_yaml::Value) -> Option<i64> {
-    let as_number = |v: &serde_yaml::Value| {
+fn least_number(document: &serde_norway::Value, value: &serde_norway::Value) -> Option<i64> {
+    let as_number = |v: &serde_norway::Value| {
         v.as_i64()
             .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
     };
@@ -651,8 +651,8 @@ fn least_number(document: &serde_yaml::Value, value: &serde_yaml::Value) -> Opti
 /// The values a string property can take: a literal, or the `AllowedValues` of the parameter
 /// it references (`None` when the parameter allows anything).
 fn possible_strings(
-    document: &serde_yaml::Value,
-    value: &serde_yaml::Value,
+    document: &serde_norway::Value,
+    value: &serde_norway::Value,
 ) -> Option<Vec<String>> {
     match ref_target(value) {
         Some(name) => document["Parameters"][name]["AllowedValues"]
@@ -668,7 +668,7 @@ fn possible_strings(
 }
 
 /// The longest time (seconds) a message can stay in the ingest queue or its dead-letter queue.
-fn longest_queue_retention_seconds(document: &serde_yaml::Value) -> i64 {
+fn longest_queue_retention_seconds(document: &serde_norway::Value) -> i64 {
     ["IngestQueue", "IngestDLQ"]
         .iter()
         .map(|id| {
@@ -796,7 +796,7 @@ fn the_dedup_horizon_parameter_cannot_go_below_one_day_nor_below_queue_retention
 fn asynchronously_invoked_functions_park_failed_events_in_an_alarmed_queue() {
     let document = template_document();
     let resources = &document["Resources"];
-    let asynchronous: Vec<(String, &serde_yaml::Value)> = serverless_functions(&document)
+    let asynchronous: Vec<(String, &serde_norway::Value)> = serverless_functions(&document)
         .into_iter()
         .filter(|(_, f)| {
             f["Properties"]["Events"]
@@ -842,7 +842,7 @@ fn asynchronously_invoked_functions_park_failed_events_in_an_alarmed_queue() {
                     })
                 && matches!(
                     r["Properties"]["AlarmActions"],
-                    serde_yaml::Value::Tagged(_)
+                    serde_norway::Value::Tagged(_)
                 )
         });
         assert!(watched, "{id}: no alarm on {queue}");

@@ -1,29 +1,19 @@
 //! Poller Lambda: on an EventBridge schedule with payload `{"connector": "acme-eu"}`, pulls the
-//! connector's current export (`feedsafe::poller::PullService`) and enqueues every page on the
-//! ingest queue. Returns the `PullReport`; an unknown or non-pull connector, an unreadable first
-//! page or an unavailable run ledger fails the invocation.
+//! connector's current export (`feedsafe::lambda::handle_pull_schedule`) and enqueues every page
+//! on the ingest queue. Returns the `PullReport`; an unknown or non-pull connector, an unreadable
+//! first page or an unavailable run ledger fails the invocation.
 
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
 use feedsafe::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
-use feedsafe::ids::ConnectorId;
-use feedsafe::lambda::{init_tracing, CachedConnectors};
+use feedsafe::lambda::{handle_pull_schedule, init_tracing, CachedConnectors};
 use feedsafe::poller::{HttpExportSource, PullService};
 use feedsafe::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::info;
-
-fn connector_of(event: &Value) -> Result<ConnectorId, Error> {
-    let text = event
-        .get("connector")
-        .and_then(Value::as_str)
-        .ok_or(r#"the event must be {"connector": "<connector id>"}"#)?;
-    Ok(ConnectorId::parse(text)?)
-}
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -53,16 +43,7 @@ async fn main() -> Result<(), Error> {
     );
     let service = &service;
     run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let connector = connector_of(&event.payload)?;
-        let report = service.run_connector(&connector).await?;
-        info!(
-            connector = %connector,
-            run_id = %report.run_id,
-            export_id = %report.export_id,
-            enqueued = report.enqueued.len(),
-            failed = report.failed.len(),
-            "pull finished"
-        );
+        let report = handle_pull_schedule(service, &event.payload).await?;
         Ok::<_, Error>(serde_json::to_value(&report)?)
     }))
     .await

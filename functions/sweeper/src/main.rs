@@ -1,17 +1,16 @@
 //! Sweeper Lambda: on an EventBridge schedule, settles runs past their deadline
 //! (`DynamoEvidenceStore::sweep_runs`) and completes identity corrections whose settling is due
-//! (`CorrectionService::settle_due`: a sweep after the item-history index has caught up). The
-//! scheduled event's payload is ignored.
+//! (`CorrectionService::settle_due`: a sweep after the item-history index has caught up), through
+//! `feedsafe::lambda::handle_sweep_schedule`. The scheduled event's payload is ignored.
 
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::AwsClients;
 use feedsafe::corrections::CorrectionService;
-use feedsafe::lambda::init_tracing;
+use feedsafe::lambda::{handle_sweep_schedule, init_tracing};
 use feedsafe::ports::{NoFaults, SystemClock};
 use feedsafe::timestamp::Timestamp;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
-use tracing::info;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -32,14 +31,7 @@ async fn main() -> Result<(), Error> {
     let (store, corrections) = (&store, &corrections);
     run(service_fn(
         move |_event: LambdaEvent<serde_json::Value>| async move {
-            // A store failure fails the invocation so that it is visible (and retried).
-            let changed = store.sweep_runs(Timestamp::now()).await?;
-            let corrections_swept = corrections.settle_due().await?;
-            info!(
-                runs = changed.len(),
-                corrections = corrections_swept,
-                "sweep finished"
-            );
+            handle_sweep_schedule(store, corrections, Timestamp::now()).await?;
             Ok::<_, Error>(())
         },
     ))

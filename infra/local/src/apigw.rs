@@ -143,7 +143,7 @@ pub struct Matched<'a> {
 
 impl ApiRoutes {
     /// Every `HttpApi` event of every `AWS::Serverless::Function` in the template document.
-    pub fn from_template(document: &serde_yaml::Value) -> Result<Self> {
+    pub fn from_template(document: &serde_norway::Value) -> Result<Self> {
         let resources = document["Resources"]
             .as_mapping()
             .context("template.yaml has no Resources")?;

@@ -266,7 +266,7 @@ fn ingest_batch_size() -> i32 {
     let size = &doc["Resources"]["IngestFunction"]["Properties"]["Events"]["Deliveries"]
         ["Properties"]["BatchSize"];
     let resolved = match size {
-        serde_yaml::Value::Tagged(t) => t
+        serde_norway::Value::Tagged(t) => t
             .value
             .as_str()
             .map(|p| doc["Parameters"][p]["Default"].clone()),

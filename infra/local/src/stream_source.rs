@@ -20,7 +20,7 @@ pub struct StreamSourceSettings {
 
 impl StreamSourceSettings {
     /// Read from the template document (`Resources.ProjectorFunction...EvidenceChanges`).
-    pub fn from_template(doc: &serde_yaml::Value) -> Result<Self> {
+    pub fn from_template(doc: &serde_norway::Value) -> Result<Self> {
         let event = &doc["Resources"]["ProjectorFunction"]["Properties"]["Events"]
             ["EvidenceChanges"]["Properties"];
         if event.is_null() {
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn filter_operators_the_local_stack_does_not_emulate_are_refused() {
-        let doc: serde_yaml::Value = serde_yaml::from_str(
+        let doc: serde_norway::Value = serde_norway::from_str(
             r#"
 Resources:
   ProjectorFunction:
