@@ -147,6 +147,7 @@ impl Host {
             .append(true)
             .open(&self.log)
             .with_context(|| format!("opening {}", self.log.display()))?;
+        let _ = std::fs::remove_file(&self.stack_file);
         let exe = std::env::current_exe().context("finding local-stack itself")?;
         let child = Command::new(&exe)
             .arg("up")
@@ -172,10 +173,12 @@ impl Host {
                     );
                 }
             }
-            if agent
-                .get(&format!("{}/health", self.api()))
-                .call()
-                .is_ok_and(|r| r.status() == 200)
+            // Up once it answers and has written its stack file (after the server starts).
+            if self.stack_file.exists()
+                && agent
+                    .get(&format!("{}/health", self.api()))
+                    .call()
+                    .is_ok_and(|r| r.status() == 200)
             {
                 return Ok(());
             }
@@ -350,6 +353,8 @@ struct Findings {
     duplicates: u64,
     lost: Vec<String>,
     wrong: Vec<String>,
+    projected: u64,
+    not_projected: Vec<String>,
     artifacts_checked: u64,
     artifact_mismatches: Vec<String>,
     quarantined: u64,
@@ -362,6 +367,7 @@ impl Findings {
         self.duplicates == 0
             && self.lost.is_empty()
             && self.wrong.is_empty()
+            && self.not_projected.is_empty()
             && self.artifact_mismatches.is_empty()
             && self.not_quarantined.is_empty()
     }
@@ -416,6 +422,30 @@ fn check(api: &str, moto: &str, state: &DrillState, deadline: Instant) -> Result
             ));
         }
         findings.stored += 1;
+        // The current view (the projector's table, fed by the stream) shows it too, a moment
+        // after the evidence at most.
+        let mut current = None;
+        for _ in 0..20 {
+            let (_, offers) = call(
+                &agent,
+                "GET",
+                &format!("{api}/v1/items/{}/offers", e.sku),
+                READER,
+                None,
+            )?;
+            current = offers["offers"].as_array().and_then(|o| o.first()).cloned();
+            if current.as_ref().and_then(|o| o["quantity"].as_u64()) == Some(e.quantity) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        if current.as_ref().and_then(|o| o["quantity"].as_u64()) == Some(e.quantity) {
+            findings.projected += 1;
+        } else {
+            findings
+                .not_projected
+                .push(format!("{}: current offer {current:?}", e.sku));
+        }
         let id = o["observation_id"].as_str().unwrap_or_default();
         let (status, link) = call(
             &agent,
@@ -485,6 +515,12 @@ fn report(label: &str, sent: &[(&str, u64)], f: &Findings) {
     println!("  {:<22} {}", "lost", f.lost.len());
     println!("  {:<22} {}", "wrong values", f.wrong.len());
     println!(
+        "  {:<22} {} current, {} not",
+        "offers (projection)",
+        f.projected,
+        f.not_projected.len()
+    );
+    println!(
         "  {:<22} {} checked, {} mismatched",
         "artifacts (sha256)",
         f.artifacts_checked,
@@ -500,6 +536,7 @@ fn report(label: &str, sent: &[(&str, u64)], f: &Findings) {
     for (what, list) in [
         ("lost", &f.lost),
         ("wrong", &f.wrong),
+        ("not projected", &f.not_projected),
         ("artifact", &f.artifact_mismatches),
         ("not quarantined", &f.not_quarantined),
     ] {
@@ -755,7 +792,14 @@ fn drill(options: Options, handle: tokio::runtime::Handle) -> Result<()> {
                 OPERATOR,
                 None,
             ) {
-                Ok((202, body)) if body["export_id"].as_str() == Some(export_id.as_str()) => break,
+                // Accepted with every page handed on; a page that failed (the host was killed
+                // under it) means the run is started again, as the schedule would.
+                Ok((202, body))
+                    if body["export_id"].as_str() == Some(export_id.as_str())
+                        && body["failed"].as_array().is_some_and(Vec::is_empty) =>
+                {
+                    break
+                }
                 _ => std::thread::sleep(Duration::from_millis(200)),
             }
         }

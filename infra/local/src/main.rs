@@ -38,7 +38,10 @@ fn write_stack_file(value: &serde_json::Value) -> Result<()> {
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::write(&out, serde_json::to_vec_pretty(value)?)?;
+    // Whole or not at all: a reader polls for it while the stack starts.
+    let tmp = out.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(value)?)?;
+    std::fs::rename(&tmp, &out)?;
     Ok(())
 }
 
