@@ -822,6 +822,30 @@ fn drill(options: Options, handle: tokio::runtime::Handle) -> Result<()> {
     // observation untouched.
     for m in 0..options.mutations {
         let n = m * (options.events / options.mutations.max(1));
+        // A changed payload under an *old* identity: the original is stored first. (Sent while
+        // the original is still in flight, the change would simply arrive first, be stored, and
+        // the original would be the one quarantined, which is as right but not this check.)
+        let sku = format!("DRW-{n:05}");
+        loop {
+            let (_, history) = call(
+                &agent,
+                "GET",
+                &format!("{api}/v1/items/{sku}/observations"),
+                READER,
+                None,
+            )
+            .unwrap_or_default();
+            if history["observations"]
+                .as_array()
+                .is_some_and(|o| !o.is_empty())
+            {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("{sku} was never stored, so its changed payload was not sent");
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
         let body = webhook_body(n, 1000 + m);
         post_webhook(
             &agent,

@@ -88,6 +88,8 @@ pub(crate) async fn drops_watcher(
     queue_url: String,
     bucket: String,
     drops: DropService,
+    invoke: crate::async_invoke::AsyncInvoke,
+    visibility: i32,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
@@ -102,7 +104,8 @@ pub(crate) async fn drops_watcher(
                 .queue_url(&queue_url)
                 .max_number_of_messages(10)
                 .wait_time_seconds(1)
-                .visibility_timeout(5)
+                .visibility_timeout(visibility)
+                .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
                 .send() => r,
             _ = stopped.changed() => return,
         };
@@ -116,6 +119,16 @@ pub(crate) async fn drops_watcher(
         };
         for message in messages {
             let mut handled = true;
+            // The drop function's failed invocations for this notification (Lambda retries an
+            // asynchronous invocation, then parks it): the events and their errors.
+            let mut failed: Vec<(aws_lambda_events::event::s3::S3Event, String)> = Vec::new();
+            let attempt: u32 = message
+                .attributes()
+                .and_then(|a| {
+                    a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
+                })
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
             for (key, etag) in announced(message.body().unwrap_or_default()) {
                 let versions = match announced_versions(&clients.s3, &bucket, &key, &etag, &seen)
                     .await
@@ -129,14 +142,23 @@ pub(crate) async fn drops_watcher(
                 };
                 for (version, size) in versions {
                     let event = s3_event(&bucket, &key, &version, size);
-                    match feedsafe::drops::handle_s3_event(&drops, event).await {
+                    match feedsafe::drops::handle_s3_event(&drops, event.clone()).await {
                         Ok(_) | Err(feedsafe::drops::DropError::Ignored(_)) => {
                             seen.insert((key.clone(), version));
                         }
                         Err(e) => {
-                            warn!(error = %e, key, "drop not enqueued; will retry");
-                            handled = false;
+                            warn!(error = %e, key, attempt, "drop not enqueued; will retry");
+                            failed.push((event, e.to_string()));
                         }
+                    }
+                }
+            }
+            if !failed.is_empty() {
+                handled = handled && attempt >= invoke.max_attempts();
+                for (event, error) in failed {
+                    if handled {
+                        let event = serde_json::to_value(&event).unwrap_or_default();
+                        handled = invoke.park(&clients.sqs, event, attempt, &error).await;
                     }
                 }
             }
