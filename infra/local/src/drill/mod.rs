@@ -10,10 +10,8 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -127,108 +125,10 @@ fn free_port() -> Result<u16> {
 
 use feedsafe::hashing::sha256_hex;
 
-/// The function host, started and killed as a child process.
-struct Host {
-    child: Option<Child>,
-    api_port: u16,
-    supplier_port: u16,
-    log: PathBuf,
-    stack_file: PathBuf,
-}
-
-impl Host {
-    fn api(&self) -> String {
-        format!("http://127.0.0.1:{}", self.api_port)
-    }
-
-    fn start(&mut self) -> Result<()> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .with_context(|| format!("opening {}", self.log.display()))?;
-        let _ = std::fs::remove_file(&self.stack_file);
-        let exe = std::env::current_exe().context("finding local-stack itself")?;
-        let child = Command::new(&exe)
-            .arg("up")
-            .env("FEEDSAFE_PORT", self.api_port.to_string())
-            .env("FEEDSAFE_SUPPLIER_PORT", self.supplier_port.to_string())
-            .env("FEEDSAFE_STACK_PREFIX", "drill")
-            .env("FEEDSAFE_STACK_FILE", &self.stack_file)
-            .env("FEEDSAFE_PULL_EVERY_SECONDS", "off")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("starting the function host {}", exe.display()))?;
-        self.child = Some(child);
-        let agent = agent();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(120) {
-            if let Some(child) = &mut self.child {
-                if let Some(status) = child.try_wait()? {
-                    bail!(
-                        "the function host exited at start ({status}); see {}",
-                        self.log.display()
-                    );
-                }
-            }
-            // Up once it answers and has written its stack file (after the server starts).
-            if self.stack_file.exists()
-                && agent
-                    .get(&format!("{}/health", self.api()))
-                    .call()
-                    .is_ok_and(|r| r.status() == 200)
-            {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        bail!("the function host did not answer /health within 120 s")
-    }
-
-    fn kill(&mut self) -> Result<()> {
-        if let Some(mut child) = self.child.take() {
-            child.kill().context("SIGKILL to the function host")?;
-            child.wait()?;
-        }
-        Ok(())
-    }
-
-    /// SIGTERM, then waits for the graceful stop; its exit status.
-    fn stop(&mut self) -> Result<Option<i32>> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(None);
-        };
-        let pid = child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status()?;
-        let start = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait()? {
-                return Ok(status.code());
-            }
-            if start.elapsed() > Duration::from_secs(120) {
-                child.kill()?;
-                bail!("the function host did not stop within 120 s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.kill();
-    }
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(20)))
-        .build()
-        .into()
-}
+mod check;
+mod host;
+use check::{check, report};
+use host::{agent, Host};
 
 fn offer(sku: &str, quantity: u64, at: &str) -> Value {
     json!({"sku": sku, "quantity": quantity, "unit": "each", "price": "9.50", "currency": "EUR", "observed_at": at})
@@ -346,206 +246,6 @@ fn csv_file(f: u64) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// What the check found.
-#[derive(Debug, Default)]
-struct Findings {
-    stored: u64,
-    duplicates: u64,
-    lost: Vec<String>,
-    wrong: Vec<String>,
-    projected: u64,
-    not_projected: Vec<String>,
-    artifacts_checked: u64,
-    artifact_mismatches: Vec<String>,
-    quarantined: u64,
-    not_quarantined: Vec<String>,
-    drain_seconds: f64,
-}
-
-impl Findings {
-    fn clean(&self) -> bool {
-        self.duplicates == 0
-            && self.lost.is_empty()
-            && self.wrong.is_empty()
-            && self.not_projected.is_empty()
-            && self.artifact_mismatches.is_empty()
-            && self.not_quarantined.is_empty()
-    }
-}
-
-/// Waits until every expected item shows an observation (or the deadline), then checks each
-/// one, its artifact, and the quarantine, through the HTTP routes.
-fn check(api: &str, moto: &str, state: &DrillState, deadline: Instant) -> Result<Findings> {
-    let agent = agent();
-    let start = Instant::now();
-    let mut findings = Findings::default();
-    let mut histories: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    let mut missing: Vec<&Expected> = state.expected.iter().collect();
-    loop {
-        let mut still = Vec::new();
-        for e in missing {
-            let (status, body) = call(
-                &agent,
-                "GET",
-                &format!("{api}/v1/items/{}/observations", e.sku),
-                READER,
-                None,
-            )?;
-            let observations = body["observations"].as_array().cloned().unwrap_or_default();
-            if status == 200 && !observations.is_empty() {
-                histories.insert(e.sku.clone(), observations);
-            } else {
-                still.push(e);
-            }
-        }
-        missing = still;
-        if missing.is_empty() || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    findings.drain_seconds = start.elapsed().as_secs_f64();
-    findings.lost = missing.iter().map(|e| e.sku.clone()).collect();
-    let presigned_host = moto.trim_end_matches('/');
-    for e in &state.expected {
-        let Some(observations) = histories.get(&e.sku) else {
-            continue;
-        };
-        if observations.len() > 1 {
-            findings.duplicates += observations.len() as u64 - 1;
-        }
-        let o = &observations[0];
-        if o["quantity"].as_u64() != Some(e.quantity) {
-            findings.wrong.push(format!(
-                "{}: quantity {} (sent {})",
-                e.sku, o["quantity"], e.quantity
-            ));
-        }
-        findings.stored += 1;
-        // The current view (the projector's table, fed by the stream) shows it too, a moment
-        // after the evidence at most.
-        let mut current = None;
-        for _ in 0..20 {
-            let (_, offers) = call(
-                &agent,
-                "GET",
-                &format!("{api}/v1/items/{}/offers", e.sku),
-                READER,
-                None,
-            )?;
-            current = offers["offers"].as_array().and_then(|o| o.first()).cloned();
-            if current.as_ref().and_then(|o| o["quantity"].as_u64()) == Some(e.quantity) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        if current.as_ref().and_then(|o| o["quantity"].as_u64()) == Some(e.quantity) {
-            findings.projected += 1;
-        } else {
-            findings
-                .not_projected
-                .push(format!("{}: current offer {current:?}", e.sku));
-        }
-        let id = o["observation_id"].as_str().unwrap_or_default();
-        let (status, link) = call(
-            &agent,
-            "GET",
-            &format!("{api}/v1/observations/{id}/artifact"),
-            OPERATOR,
-            None,
-        )?;
-        let url = link["url"].as_str().unwrap_or_default();
-        if status != 200 || !url.starts_with(presigned_host) {
-            findings
-                .artifact_mismatches
-                .push(format!("{}: artifact link {status} {link}", e.sku));
-            continue;
-        }
-        let mut response = agent
-            .get(url)
-            .call()
-            .with_context(|| format!("GET {url}"))?;
-        let bytes = response
-            .body_mut()
-            .with_config()
-            .limit(16 << 20)
-            .read_to_vec()?;
-        let actual = sha256_hex(&bytes);
-        let announced = link["sha256"].as_str().unwrap_or_default();
-        findings.artifacts_checked += 1;
-        if response.status() != 200
-            || actual != announced
-            || e.artifact_sha256
-                .as_deref()
-                .is_some_and(|sent| sent != actual)
-        {
-            findings.artifact_mismatches.push(format!(
-                "{}: downloaded sha256 {actual}, announced {announced}, sent {:?}",
-                e.sku, e.artifact_sha256
-            ));
-        }
-    }
-    let (_, body) = call(
-        &agent,
-        "GET",
-        &format!("{api}/v1/quarantine"),
-        OPERATOR,
-        None,
-    )?;
-    let entries = body["entries"].as_array().cloned().unwrap_or_default();
-    for key in &state.quarantined {
-        if entries.iter().any(|q| {
-            q["delivery_key"].as_str() == Some(key) && q["reason_code"] == "replay_payload_mismatch"
-        }) {
-            findings.quarantined += 1;
-        } else {
-            findings.not_quarantined.push(key.clone());
-        }
-    }
-    Ok(findings)
-}
-
-fn report(label: &str, sent: &[(&str, u64)], f: &Findings) {
-    println!("\n== drill {label}");
-    for (name, value) in sent {
-        println!("  {name:<22} {value}");
-    }
-    println!("  {:<22} {}", "stored", f.stored);
-    println!("  {:<22} {}", "duplicates", f.duplicates);
-    println!("  {:<22} {}", "lost", f.lost.len());
-    println!("  {:<22} {}", "wrong values", f.wrong.len());
-    println!(
-        "  {:<22} {} current, {} not",
-        "offers (projection)",
-        f.projected,
-        f.not_projected.len()
-    );
-    println!(
-        "  {:<22} {} checked, {} mismatched",
-        "artifacts (sha256)",
-        f.artifacts_checked,
-        f.artifact_mismatches.len()
-    );
-    println!(
-        "  {:<22} {} of {}",
-        "quarantined",
-        f.quarantined,
-        f.quarantined + f.not_quarantined.len() as u64
-    );
-    println!("  {:<22} {:.1}", "seconds to drain", f.drain_seconds);
-    for (what, list) in [
-        ("lost", &f.lost),
-        ("wrong", &f.wrong),
-        ("not projected", &f.not_projected),
-        ("artifact", &f.artifact_mismatches),
-        ("not quarantined", &f.not_quarantined),
-    ] {
-        for line in list.iter().take(10) {
-            println!("  ! {what}: {line}");
-        }
-    }
-}
-
 fn host_for(options: &Options) -> Result<Host> {
     let ports_file = options.state.with_extension("ports");
     // The same ports for every start of the drill's host: the seeded pull connector names the
@@ -606,6 +306,7 @@ fn verify(options: Options) -> Result<()> {
         &host.api(),
         &moto_endpoint()?,
         &state,
+        Instant::now(),
         Instant::now() + Duration::from_secs(options.seconds),
     )?;
     let stop = host.stop()?;
@@ -818,6 +519,9 @@ fn drill(options: Options, handle: tokio::runtime::Handle) -> Result<()> {
     for sender in senders {
         sender.join().map_err(|_| anyhow!("a sender panicked"))??;
     }
+    // Every original event is acknowledged: the drain (to everything readable) starts here,
+    // though the changed payloads below wait for their originals within it.
+    let acknowledged_at = Instant::now();
     // Changed payloads under acknowledged identities: each must be quarantined, the stored
     // observation untouched.
     for m in 0..options.mutations {
@@ -869,7 +573,7 @@ fn drill(options: Options, handle: tokio::runtime::Handle) -> Result<()> {
     let sent_seconds = began.elapsed().as_secs_f64();
 
     let state = std::mem::take(&mut *state.lock().map_err(|_| anyhow!("state lock"))?);
-    let findings = check(&api, &moto_endpoint()?, &state, deadline)?;
+    let findings = check(&api, &moto_endpoint()?, &state, acknowledged_at, deadline)?;
     let stop = host.lock().map_err(|_| anyhow!("host lock"))?.stop()?;
     let mut file = std::fs::File::create(&options.state)?;
     file.write_all(&serde_json::to_vec(&state)?)?;
