@@ -244,15 +244,17 @@ async fn announced_versions(
 
 /// A key as S3 events carry it: URL-encoded, a space as `+`.
 fn s3_event_key(key: &str) -> String {
-    key.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                char::from(b).to_string()
-            }
-            b' ' => "+".to_owned(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+    const KEEP: &percent_encoding::AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~')
+        .remove(b'/');
+    // A literal `%` is itself encoded (`%25`), so `%20` can only be a space.
+    utf8_percent_encode(key, KEEP)
+        .to_string()
+        .replace("%20", "+")
 }
 
 /// The S3 event AWS delivers to the drop function for one created version.

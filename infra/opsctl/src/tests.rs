@@ -1,0 +1,341 @@
+//! opsctl's unit tests: parsing, defaults, output, and the HTTP calls against a local server.
+
+use super::*;
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+
+fn args(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_owned).collect()
+}
+
+fn parse(text: &str) -> Result<Invocation, UsageError> {
+    parse_args(&args(text))
+}
+
+#[test]
+fn commands_parse_with_global_options_anywhere() {
+    let inv = parse("--endpoint http://x:1 quarantine list --status all --token T").unwrap();
+    assert_eq!(inv.global.endpoint.as_deref(), Some("http://x:1"));
+    assert_eq!(inv.global.token.as_deref(), Some("T"));
+    assert_eq!(
+        inv.command,
+        Command::QuarantineList {
+            status: Some("all".into())
+        }
+    );
+    assert_eq!(
+        parse("quarantine show q_abc --json").unwrap(),
+        Invocation {
+            global: GlobalOptions {
+                json: true,
+                ..GlobalOptions::default()
+            },
+            command: Command::QuarantineShow { id: "q_abc".into() }
+        }
+    );
+    assert_eq!(
+        parse("delivery show demo/acme-eu/ACC-1/EXP-8821/2")
+            .unwrap()
+            .command,
+        Command::DeliveryShow {
+            key: "demo/acme-eu/ACC-1/EXP-8821/2".into()
+        }
+    );
+    assert_eq!(
+        parse("run show run-acme-eu.EXP-8821").unwrap().command,
+        Command::RunShow {
+            run_id: "run-acme-eu.EXP-8821".into()
+        }
+    );
+    assert_eq!(
+        parse("dlq redrive").unwrap().command,
+        Command::DlqRedrive {
+            dlq: None,
+            queue: None
+        }
+    );
+    assert_eq!(parse("").unwrap().command, Command::Help);
+    assert_eq!(
+        parse("quarantine list --help").unwrap().command,
+        Command::Help
+    );
+}
+
+#[test]
+fn resolve_needs_exactly_one_action_and_a_reason() {
+    let mut argv = args("quarantine resolve q_1 --accept-as EXP-8821/2-corrected --reason");
+    argv.push("supplier confirmed the correction".into());
+    assert_eq!(
+        parse_args(&argv).unwrap().command,
+        Command::QuarantineResolve {
+            id: "q_1".into(),
+            resolution: Resolution::AcceptAs("EXP-8821/2-corrected".into()),
+            reason: "supplier confirmed the correction".into()
+        }
+    );
+    assert_eq!(
+        parse("quarantine resolve q_1 --reject --reason=dup")
+            .unwrap()
+            .command,
+        Command::QuarantineResolve {
+            id: "q_1".into(),
+            resolution: Resolution::Reject,
+            reason: "dup".into()
+        }
+    );
+    for bad in [
+        "quarantine resolve q_1 --reject",
+        "quarantine resolve q_1 --reason r",
+        "quarantine resolve q_1 --reject --accept-as X --reason r",
+        "quarantine resolve q_1 --accept-as",
+        "quarantine resolve --reject --reason r",
+    ] {
+        assert!(parse(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn unknown_commands_and_misplaced_options_are_usage_errors() {
+    for bad in [
+        "quarantine",
+        "quarantine delete q_1",
+        "delivery show",
+        "run show a b",
+        "quarantine show q_1 --reject",
+        "quarantine list --frobnicate",
+        "dlq redrive --dlq http://q",
+        "--json=yes quarantine list",
+    ] {
+        assert!(parse(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn defaults_come_from_flags_then_environment_then_the_stack_file() {
+    let stack = serde_json::json!({"http": "http://127.0.0.1:9999"});
+    let none = |_: &str| None;
+    let s = Settings::resolve(&GlobalOptions::default(), none, Some(stack.clone()));
+    assert_eq!(
+        (s.endpoint.as_str(), s.token.as_str()),
+        ("http://127.0.0.1:9999", LOCAL_OPERATOR_TOKEN)
+    );
+    let s = Settings::resolve(&GlobalOptions::default(), none, None);
+    assert_eq!(s.endpoint, DEFAULT_ENDPOINT);
+    let env = |k: &str| (k == "FEEDSAFE_TOKEN").then(|| "from-env".to_owned());
+    let s = Settings::resolve(&GlobalOptions::default(), env, Some(stack));
+    assert_eq!(s.token, "from-env");
+    let flags = GlobalOptions {
+        endpoint: Some("http://h:1/".into()),
+        token: Some("flag".into()),
+        json: false,
+    };
+    let s = Settings::resolve(&flags, env, None);
+    assert_eq!(
+        (s.endpoint.as_str(), s.token.as_str()),
+        ("http://h:1", "flag")
+    );
+}
+
+#[test]
+fn delivery_keys_keep_their_slashes_and_escape_the_rest() {
+    assert_eq!(
+        encode_path("demo/acme-events/ACME-EVT/urn:acme:events/evt 1+x?#"),
+        "demo/acme-events/ACME-EVT/urn:acme:events/evt%201%2Bx%3F%23"
+    );
+}
+
+#[test]
+fn redrive_queues_come_from_the_local_stack_file() {
+    let stack = serde_json::json!({
+        "dynamodb_endpoint": "http://127.0.0.1:1",
+        "moto_endpoint": "http://127.0.0.1:2",
+        "queues": {"IngestDLQ": {"url": "http://127.0.0.1:2/1/dlq"}, "IngestQueue": {"url": "http://127.0.0.1:2/1/q"}}
+    });
+    let settings = Settings::resolve(&GlobalOptions::default(), |_| None, Some(stack));
+    let target = redrive_target(Some("A"), Some("B"), &settings).unwrap();
+    assert_eq!(
+        (target.dlq.as_str(), target.queue.as_str(), target.local),
+        ("A", "B", None)
+    );
+    if std::env::var("INGEST_DLQ_URL").is_err() || std::env::var("INGEST_QUEUE_URL").is_err() {
+        let target = redrive_target(None, None, &settings).unwrap();
+        assert_eq!(target.dlq, "http://127.0.0.1:2/1/dlq");
+        assert_eq!(
+            target.local,
+            Some(("http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()))
+        );
+    }
+}
+
+/// Serves one canned answer and reports the request line and headers it received.
+fn one_shot_server(status: u16, body: &'static str) -> (String, std::thread::JoinHandle<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut head = String::new();
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let mut request_body = vec![0; length];
+        reader.read_exact(&mut request_body).unwrap();
+        head.push_str(&String::from_utf8_lossy(&request_body));
+        let mut stream = stream;
+        write!(
+            stream,
+            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        head
+    });
+    (url, handle)
+}
+
+fn settings(endpoint: String) -> Settings {
+    Settings {
+        endpoint,
+        token: "tok".into(),
+        json: false,
+        stack: None,
+    }
+}
+
+#[test]
+fn quarantine_list_prints_a_table_and_sends_the_operator_token() {
+    let (url, server) = one_shot_server(
+        200,
+        r#"{"status":"open","count":1,"entries":[{"quarantine_id":"q_abc","kind":"mismatch","reason_code":"replay_payload_mismatch","status":"open","first_seen_at":"2026-11-29T08:00:05Z","delivery_key":"demo/acme-eu/ACC-1/EXP-8821/2"}]}"#,
+    );
+    let mut out = Vec::new();
+    run(
+        &Command::QuarantineList { status: None },
+        &settings(url),
+        &mut out,
+    )
+    .unwrap();
+    let request = server.join().unwrap();
+    assert!(
+        request.starts_with("GET /v1/quarantine HTTP/1.1"),
+        "{request}"
+    );
+    assert!(request
+        .to_ascii_lowercase()
+        .contains("authorization: bearer tok"));
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.starts_with("ID     KIND      REASON"), "{out}");
+    assert!(
+        out.contains("q_abc  mismatch  replay_payload_mismatch  open"),
+        "{out}"
+    );
+    assert!(out.ends_with("1 open entry\n"), "{out}");
+}
+
+#[test]
+fn source_quarantine_lift_posts_the_reason_and_prints_the_history() {
+    let (url, server) = one_shot_server(
+        200,
+        r#"{"source":{"tenant":"demo","connector":"acme-eu","source_account":"ACC-1"},"active":false,"events":[{"event_id":"sq_1","action":"set","reason":"broken feed","actor":"alice","at":"2026-11-29T08:00:00Z"},{"event_id":"sq_2","action":"lift","reason":"verified again","actor":"bob","at":"2026-11-29T09:00:00Z"}]}"#,
+    );
+    let invocation = parse("source-quarantine lift acme-eu --reason verified").unwrap();
+    let mut out = Vec::new();
+    run(&invocation.command, &settings(url), &mut out).unwrap();
+    let request = server.join().unwrap();
+    assert!(
+        request.starts_with("POST /v1/source-quarantines/acme-eu/lift HTTP/1.1"),
+        "{request}"
+    );
+    assert!(request.contains(r#""reason":"verified""#), "{request}");
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.starts_with("source acme-eu/ACC-1: not quarantined"),
+        "{out}"
+    );
+    assert!(out.contains("lift    bob"), "{out}");
+    assert!(
+        parse("source-quarantine lift acme-eu").is_err(),
+        "a reason is required"
+    );
+    assert!(parse("source-quarantine show acme-eu --reason x").is_err());
+}
+
+#[test]
+fn correction_commands_parse_and_need_a_reason() {
+    assert_eq!(
+        parse("correction add acme-eu AX-440 AX-440-R2 --reason suffix")
+            .unwrap()
+            .command,
+        Command::CorrectionAdd {
+            connector: "acme-eu".into(),
+            from_item: "AX-440".into(),
+            to_item: "AX-440-R2".into(),
+            account: None,
+            reason: "suffix".into(),
+        }
+    );
+    assert!(parse("correction add acme-eu AX-440 AX-440-R2").is_err());
+    assert!(parse("correction withdraw corr_x").is_err());
+    assert_eq!(
+        parse("correction show corr_x").unwrap().command,
+        Command::CorrectionShow {
+            id: "corr_x".into()
+        }
+    );
+}
+
+#[test]
+fn resolve_posts_the_action_and_api_errors_carry_their_code() {
+    let (url, server) = one_shot_server(
+        409,
+        r#"{"error":{"code":"already_resolved","message":"quarantine entry q_abc is accepted, not open"}}"#,
+    );
+    let err = run(
+        &Command::QuarantineResolve {
+            id: "q_abc".into(),
+            resolution: Resolution::AcceptAs("EXP-8821/2-corrected".into()),
+            reason: "confirmed".into(),
+        },
+        &settings(url),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    let request = server.join().unwrap();
+    assert!(
+        request.starts_with("POST /v1/quarantine/q_abc/resolve HTTP/1.1"),
+        "{request}"
+    );
+    assert!(request.ends_with(
+        r#"{"action":"accept_as_new_delivery","delivery_id":"EXP-8821/2-corrected","reason":"confirmed"}"#
+    ), "{request}");
+    assert_eq!(
+        err.to_string(),
+        "HTTP 409 already_resolved: quarantine entry q_abc is accepted, not open"
+    );
+}
+
+#[test]
+fn an_unreachable_endpoint_is_a_clear_error() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = run(
+        &Command::RunShow { run_id: "r".into() },
+        &settings(format!("http://127.0.0.1:{port}")),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, CliError::Transport(_)), "{err}");
+    assert!(err.to_string().contains("cannot reach"), "{err}");
+}
