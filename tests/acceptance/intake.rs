@@ -709,3 +709,81 @@ async fn the_local_servers_requests_reach_the_functions_as_api_gateway_events() 
     std::fs::remove_dir_all(&recorded).ok();
     stack.stop().await;
 }
+
+/// Issue 10: a graceful stop closes the intake first, lets the queue drain and the projector
+/// catch up, saves what waits in the queues (a dead letter here) beside the data, and the next
+/// start sends it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_graceful_stop_closes_the_intake_drains_the_queue_and_saves_dead_letters_for_the_next_start(
+) {
+    let env = spawn_env(false).await;
+    let data = std::env::temp_dir().join(format!("feedsafe-drain-{}", env.bucket));
+    let _ = std::fs::remove_dir_all(&data);
+    let stack = spawn_stack_with(&env, |o| {
+        o.data_dir = Some(data.clone());
+        o.visibility_override = Some(30);
+    })
+    .await;
+    let base = stack.base_url();
+    let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+    for n in 0..40 {
+        let body = serde_json::to_vec(&json!({
+            "specversion": "1.0", "id": format!("drain-{n}"), "source": "urn:acme:events", "type": "offer.snapshot",
+            "time": "2026-11-29T08:00:00Z",
+            "data": {"offers": [{"sku": format!("DR-{n}"), "quantity": n + 1, "unit": "each", "price": "1.00", "currency": "EUR"}]}
+        }))
+        .unwrap();
+        let headers = signed_headers(SECRET, &format!("msg-drain-{n}"), now, &body);
+        let answer = call(
+            "POST",
+            format!("{base}/v1/webhooks/acme-events"),
+            headers,
+            body,
+        )
+        .await;
+        assert_eq!(answer.0, 202, "{}", answer.1);
+    }
+    env.send("IngestDLQ", br#"{"a":"dead letter"}"#).await;
+
+    let drained = stack.drain(Duration::from_secs(60)).await.unwrap();
+    assert_eq!(drained, local_stack::Drained::Clean { saved_messages: 1 });
+    // The intake is closed: nothing listens any more.
+    let address = base.trim_start_matches("http://").to_owned();
+    assert!(std::net::TcpStream::connect(&address).is_err());
+    // Every acknowledged webhook was ingested before the stop returned, and projected.
+    assert_eq!(env.queue_depth("IngestQueue").await, (0, 0));
+    assert_eq!(
+        env.queue_depth("IngestDLQ").await,
+        (0, 0),
+        "saved and removed"
+    );
+    let query = env.query();
+    let reader = feedsafe::query::Principal {
+        tenant: feedsafe::ids::TenantId::parse("demo").unwrap(),
+        scopes: vec!["offers:read".into()],
+        subject: None,
+    };
+    for n in 0..40u64 {
+        let key = format!("demo/acme-events/ACME-EVT/urn:acme:events/drain-{n}");
+        assert_eq!(env.observations_of(&key).await.len(), 1, "{key}");
+        let offers = query
+            .offers(
+                &reader,
+                &format!("DR-{n}"),
+                None,
+                feedsafe::timestamp::Timestamp::now(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(offers["offers"][0]["quantity"], n + 1, "DR-{n}: {offers}");
+    }
+    let saved = std::fs::read_dir(data.join("queues")).unwrap().count();
+    assert_eq!(saved, 1, "one file: the dead-letter queue's");
+
+    // The next start sends the saved dead letter again and removes the file.
+    let stack = spawn_stack_with(&env, |o| o.data_dir = Some(data.clone())).await;
+    assert_eq!(env.queue_depth("IngestDLQ").await.0, 1);
+    assert_eq!(std::fs::read_dir(data.join("queues")).unwrap().count(), 0);
+    stack.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
