@@ -9,10 +9,6 @@ pub mod corrections;
 pub mod currency;
 pub mod drops;
 pub mod envelope;
-#[cfg(feature = "local")]
-pub mod fake_supplier;
-#[cfg(feature = "local")]
-pub mod fidelity;
 pub mod fingerprint;
 pub mod hashing;
 pub mod http;
@@ -21,8 +17,6 @@ pub mod ingest;
 pub mod intake;
 pub mod item;
 pub mod lambda;
-#[cfg(feature = "local")]
-pub mod local;
 pub mod metrics;
 pub mod model;
 pub mod money;

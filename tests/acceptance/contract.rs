@@ -71,7 +71,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
 const HTTP_METHODS: [&str; 7] = ["get", "put", "post", "delete", "options", "head", "patch"];
 
 fn repo_root() -> PathBuf {
-    feedsafe::local::template_path()
+    template_spec::template_path()
         .parent()
         .expect("template directory")
         .to_path_buf()

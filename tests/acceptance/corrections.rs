@@ -411,7 +411,7 @@ fn request(
 /// the (eventually consistent) item-history index to show it to the correction's sweep.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet() {
-    use feedsafe::fidelity::LaggingIndex;
+    use local_stack::fidelity::LaggingIndex;
     let env = spawn_env(true).await;
     let acme = acme_eu();
     env.seed(&acme).await;

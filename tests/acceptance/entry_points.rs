@@ -12,7 +12,7 @@ use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::connector::ConnectorConfig;
 use feedsafe::corrections::CorrectionService;
 use feedsafe::envelope::DeliveryEnvelope;
-use feedsafe::fake_supplier::{FakeSupplier, FakeSupplierHandle};
+use local_stack::fake_supplier::{FakeSupplier, FakeSupplierHandle};
 use feedsafe::ids::{ConnectorId, RunId};
 use feedsafe::ingest::IngestService;
 use feedsafe::lambda::{
@@ -352,7 +352,7 @@ impl World {
 
     /// Hands `messages` to the ingest function as the SQS event source would.
     async fn ingest_messages(&self, messages: &[aws_sdk_sqs::types::Message]) {
-        let event = feedsafe::local::sqs_event(messages);
+        let event = local_stack::events::sqs_event(messages);
         let response = handle_sqs_batch(&self.ingest(Arc::new(SystemClock)), event)
             .await
             .expect("batch handled");

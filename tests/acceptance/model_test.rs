@@ -501,8 +501,8 @@ struct System {
     query: QueryService,
     corrections: CorrectionService,
     ops: OpsService,
-    stream: feedsafe::local::StreamReader,
-    seen: Vec<feedsafe::local::StreamRecordImages>,
+    stream: local_stack::events::StreamReader,
+    seen: Vec<local_stack::events::StreamRecordImages>,
     last_key: Option<String>,
     rebuilt: Option<Arc<feedsafe::aws::projection_table::DynamoProjectionStore>>,
 }

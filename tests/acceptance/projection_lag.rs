@@ -4,7 +4,7 @@
 
 use acceptance::*;
 use feedsafe::corrections::CorrectionRequest;
-use feedsafe::fidelity::LaggingIndex;
+use local_stack::fidelity::LaggingIndex;
 use feedsafe::ingest::IngestOutcome;
 use feedsafe::item::CanonicalItem;
 use feedsafe::model::SourceRef;

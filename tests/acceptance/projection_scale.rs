@@ -39,7 +39,7 @@ impl Drained {
 /// projector Lambda's handler, and measures each invocation.
 async fn drain_as_lambda(
     env: &TestEnv,
-    stream: &mut feedsafe::local::StreamReader,
+    stream: &mut local_stack::events::StreamReader,
     projector: &Projector,
     counter: &RequestCounter,
 ) -> Drained {
@@ -64,7 +64,7 @@ async fn drain_as_lambda(
             let at = Instant::now();
             let response = feedsafe::lambda::handle_stream_batch(
                 projector,
-                feedsafe::local::stream_event(batch),
+                local_stack::events::stream_event(batch),
             )
             .await;
             assert!(

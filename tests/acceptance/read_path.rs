@@ -4,9 +4,9 @@ use acceptance::*;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::connector::Publication;
 use feedsafe::http::{handle_read, HttpRequest};
-use feedsafe::local::{
-    create_resources, read_template, template_path, CreateOptions, StreamRecordImages,
-};
+use local_stack::events::StreamRecordImages;
+use local_stack::resources::{create_resources, CreateOptions};
+use template_spec::{read_template, template_path};
 use feedsafe::projection::Projector;
 use feedsafe::timestamp::Timestamp;
 use serde_json::Value;

@@ -291,7 +291,7 @@ async fn webhook_sender(
 /// started again at once, while its pages are still uncommitted, which re-enqueues them.
 async fn pull_sender(
     mut rng: TestRng,
-    supplier: &feedsafe::fake_supplier::FakeSupplierHandle,
+    supplier: &local_stack::fake_supplier::FakeSupplierHandle,
     pull: &feedsafe::poller::PullService,
     deliveries: usize,
     next: Arc<std::sync::atomic::AtomicUsize>,

@@ -19,9 +19,8 @@ use feedsafe::ids::{
 };
 use feedsafe::ingest::IngestService;
 use feedsafe::lambda::handle_sqs_batch;
-use feedsafe::local::{
-    create_resources, read_template, template_path, CreateOptions, LocalResources,
-};
+use local_stack::resources::{create_resources, CreateOptions, LocalResources};
+use template_spec::{read_template, template_path};
 use feedsafe::model::{Observation, QuarantineEntry, ReplayRecord};
 use feedsafe::ports::{Clock, CrashPoint, Faults, NoFaults, SystemClock};
 use feedsafe::timestamp::Timestamp;
@@ -269,7 +268,7 @@ impl TestEnv {
             .await
             .expect("receive");
         let messages = received.messages.unwrap_or_default();
-        let event = feedsafe::local::sqs_event(&messages);
+        let event = local_stack::events::sqs_event(&messages);
         let response = handle_sqs_batch(service, event)
             .await
             .expect("batch handled");
@@ -469,9 +468,9 @@ impl TestEnv {
         feedsafe::query::QueryService::new(self.store.clone(), self.projection_store())
     }
 
-    pub async fn stream(&self) -> feedsafe::local::StreamReader {
+    pub async fn stream(&self) -> local_stack::events::StreamReader {
         let (dynamodb, _) = engine_endpoints();
-        feedsafe::local::StreamReader::open(&self.clients, &dynamodb, &self.table)
+        local_stack::events::StreamReader::open(&self.clients, &dynamodb, &self.table)
             .await
             .expect("evidence stream")
     }
@@ -480,9 +479,9 @@ impl TestEnv {
     /// event source would.
     pub async fn drain(
         &self,
-        stream: &mut feedsafe::local::StreamReader,
+        stream: &mut local_stack::events::StreamReader,
         projector: &feedsafe::projection::Projector,
-    ) -> Vec<feedsafe::local::StreamRecordImages> {
+    ) -> Vec<local_stack::events::StreamRecordImages> {
         let mut all = Vec::new();
         let mut quiet = 0;
         while quiet < 2 {
@@ -814,8 +813,8 @@ impl TestEnv {
     /// Reads the stream until it is quiet and returns every record without applying any.
     pub async fn collect(
         &self,
-        stream: &mut feedsafe::local::StreamReader,
-    ) -> Vec<feedsafe::local::StreamRecordImages> {
+        stream: &mut local_stack::events::StreamReader,
+    ) -> Vec<local_stack::events::StreamRecordImages> {
         let mut all = Vec::new();
         let mut quiet = 0;
         while quiet < 2 {
@@ -1088,7 +1087,7 @@ impl TestEnv {
     }
 }
 
-pub use feedsafe::aws::faults::FaultInjector;
+pub use local_stack::faults::FaultInjector;
 
 /// `clients` with `interceptor` on the DynamoDB and S3 clients (SQS unchanged).
 pub fn intercepted(

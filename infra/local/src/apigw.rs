@@ -383,7 +383,7 @@ mod tests {
     use super::*;
 
     fn routes() -> ApiRoutes {
-        let template = feedsafe::local::read_template(&feedsafe::local::template_path())
+        let template = template_spec::read_template(&template_spec::template_path())
             .expect("template.yaml");
         ApiRoutes::from_template(&template.document).expect("routes")
     }

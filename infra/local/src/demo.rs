@@ -2,7 +2,7 @@
 //! (`local-stack up`), one readable table per step.
 
 use anyhow::{anyhow, bail, Context, Result};
-use feedsafe::fake_supplier::FakeSupplierHandle;
+use local_stack::fake_supplier::FakeSupplierHandle;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

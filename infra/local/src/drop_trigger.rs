@@ -5,7 +5,7 @@ use crate::feedsafe_error;
 use anyhow::{Context, Result};
 use feedsafe::aws::AwsClients;
 use feedsafe::drops::{DropService, DROPS_PREFIX};
-use feedsafe::local::LocalResources;
+use crate::resources::LocalResources;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio::sync::watch;

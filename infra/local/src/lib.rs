@@ -12,8 +12,13 @@
 
 pub mod apigw;
 pub mod drop_trigger;
+pub mod events;
+pub mod fake_supplier;
+pub mod faults;
+pub mod fidelity;
 pub mod http;
 pub mod queue_files;
+pub mod resources;
 pub mod stream_source;
 
 use anyhow::{Context, Result};
@@ -24,9 +29,10 @@ use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
 use feedsafe::connector::ConnectorConfig;
 use feedsafe::drops::DropService;
-use feedsafe::fake_supplier::{FakeSupplier, FakeSupplierHandle};
+use crate::fake_supplier::{FakeSupplier, FakeSupplierHandle};
 use feedsafe::ingest::IngestService;
-use feedsafe::local::{LocalResources, StreamReader};
+use crate::events::StreamReader;
+use crate::resources::LocalResources;
 use feedsafe::ops::{OpsService, RawArchive};
 use feedsafe::poller::{HttpExportSource, PullService};
 use feedsafe::ports::{NoFaults, SystemClock};
@@ -259,7 +265,7 @@ const INGEST_POLLERS: usize = 4;
 
 /// The template's `BatchSize` for the ingest function's SQS event (parameter default resolved).
 fn ingest_batch_size() -> i32 {
-    let Ok(spec) = feedsafe::local::read_template(&feedsafe::local::template_path()) else {
+    let Ok(spec) = template_spec::read_template(&template_spec::template_path()) else {
         return 10;
     };
     let doc = &spec.document;
@@ -336,7 +342,7 @@ pub async fn start_stack(
         drops: DropService::new(evidence.clone(), queue, clock),
         tokens: Arc::new(load_tokens(&options.tokens_file)?),
         api: Arc::new(apigw::ApiRoutes::from_template(
-            &feedsafe::local::read_template(&feedsafe::local::template_path())?.document,
+            &template_spec::read_template(&template_spec::template_path())?.document,
         )?),
         recorder: options
             .record_events
@@ -392,7 +398,7 @@ pub async fn start_stack(
         std::fs::create_dir_all(dir)?;
         stream = stream.with_checkpoint(dir.join("stream-checkpoint.json"))?;
     }
-    let spec = feedsafe::local::read_template(&feedsafe::local::template_path())?;
+    let spec = template_spec::read_template(&template_spec::template_path())?;
     let stream_settings = StreamSourceSettings::from_template(&spec.document)?;
     let stream = Some(tokio::spawn(stream_poller(
         stream,
@@ -482,7 +488,7 @@ async fn sqs_poller(
             }
             continue;
         }
-        let event = feedsafe::local::sqs_event(&messages);
+        let event = crate::events::sqs_event(&messages);
         let failed: BTreeSet<String> =
             match feedsafe::lambda::handle_sqs_batch(&ingest, event).await {
                 Ok(response) => response
@@ -556,7 +562,7 @@ async fn stream_poller(
             }
         };
         let empty = records.is_empty();
-        let event = feedsafe::local::stream_event(&records);
+        let event = crate::events::stream_event(&records);
         let records: Vec<_> = event
             .records
             .into_iter()

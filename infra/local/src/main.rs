@@ -6,9 +6,8 @@ mod drill;
 
 use anyhow::{bail, Context, Result};
 use feedsafe::aws::AwsClients;
-use feedsafe::local::{
-    create_resources, read_template, template_path, CreateOptions, LocalResources,
-};
+use local_stack::resources::{create_resources, CreateOptions, LocalResources};
+use template_spec::{read_template, template_path};
 use local_stack::{repo_root, start_stack, StackOptions};
 
 fn endpoint(key: &str) -> Result<String> {

@@ -9,7 +9,7 @@ use crate::Drained;
 use anyhow::{Context, Result};
 use aws_sdk_sqs::types::QueueAttributeName;
 use feedsafe::aws::AwsClients;
-use feedsafe::local::LocalResources;
+use crate::resources::LocalResources;
 use std::io::Write;
 use std::path::Path;
 

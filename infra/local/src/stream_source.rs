@@ -97,7 +97,7 @@ mod tests {
     use serde_json::json;
 
     fn template_settings() -> StreamSourceSettings {
-        let spec = feedsafe::local::read_template(&feedsafe::local::template_path()).unwrap();
+        let spec = template_spec::read_template(&template_spec::template_path()).unwrap();
         StreamSourceSettings::from_template(&spec.document).unwrap()
     }
 

@@ -3,8 +3,6 @@
 pub mod corrections;
 pub mod dynamo;
 pub mod evidence_reads;
-#[cfg(feature = "local")]
-pub mod faults;
 pub mod projection_table;
 pub mod s3;
 pub mod sqs;
@@ -22,7 +20,8 @@ pub struct AwsClients {
     pub local_access_key: Option<String>,
 }
 
-pub(crate) fn http_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
+/// The HTTP client every SDK client here uses (rustls with ring), for clients built elsewhere.
+pub fn http_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
     aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
         .build_https()

@@ -1,11 +1,11 @@
-//! Fault injection for the local stack and tests (feature `local`, never in a Lambda build):
+//! Fault injection for the local stack and tests (this crate only, never in a Lambda build):
 //! an HTTP connector around the DynamoDB and S3 clients' own that makes a seeded fraction of
 //! calls time out, as the network does in AWS. Half time out before the request is sent
 //! (nothing happened); half time out after the engine answered (it happened, the caller does
 //! not know). Both are connector timeouts, so the SDK's own retry policy sees them exactly as
 //! it sees a real one; what it cannot absorb reaches our code as a failed call.
 
-use super::AwsClients;
+use feedsafe::aws::AwsClients;
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
     SharedHttpConnector,
@@ -129,7 +129,7 @@ impl FaultInjector {
 
     fn client_around(&self, inner: Option<SharedHttpClient>) -> SharedHttpClient {
         SharedHttpClient::new(FaultyClient {
-            inner: inner.unwrap_or_else(super::http_client),
+            inner: inner.unwrap_or_else(feedsafe::aws::http_client),
             faults: self.clone(),
         })
     }

@@ -6,13 +6,13 @@
 //! when asked) see the asynchrony the deployed system lives with. Base-table reads stay
 //! strongly consistent, exactly as they are in AWS.
 
-use crate::connector::ConnectorConfig;
-use crate::ids::{ConnectorId, ObservationId, TenantId};
-use crate::model::{
+use feedsafe::connector::ConnectorConfig;
+use feedsafe::ids::{ConnectorId, ObservationId, TenantId};
+use feedsafe::model::{
     CorrectionRules, Observation, ReplayRecord, Run, RunPages, SourceQuarantine, SourceRef,
 };
-use crate::ports::{Clock, StoreError};
-use crate::projection::{EvidenceReads, HistoryPage, SourceState};
+use feedsafe::ports::{Clock, StoreError};
+use feedsafe::projection::{EvidenceReads, HistoryPage, SourceState};
 use async_trait::async_trait;
 use std::sync::Arc;
 

@@ -341,9 +341,138 @@ fn control(state: &Shared, connector: &str, action: &str, body: &[u8]) -> Respon
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::ConnectorId;
-    use crate::poller::fakes::{acme_eu, Harness};
-    use crate::poller::{HttpExportSource, PullReport};
+    use async_trait::async_trait;
+    use feedsafe::connector::{
+        ConnectorConfig, IdentityRule, PayloadFormat, Publication, PullSettings,
+        DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_HORIZON_DAYS, DEFAULT_MAX_BODY_BYTES,
+    };
+    use feedsafe::envelope::DeliveryEnvelope;
+    use feedsafe::fingerprint::CanonicalizationRule;
+    use feedsafe::ids::{ConnectorId, SourceAccount, TenantId};
+    use feedsafe::intake::{ClaimStore, DeliveryQueue, QueueError, StoredClaim};
+    use feedsafe::model::{Run, RunStart};
+    use feedsafe::poller::{HttpExportSource, PullReport, PullService, RunLedger};
+    use feedsafe::ports::{Clock, ConnectorDirectory, StoreError};
+    use feedsafe::timestamp::Timestamp;
+
+    // In-memory ports of the poller (the shared crate's own test fakes are private to it).
+
+    fn acme_eu(export_url: &str, max_attempts: u32) -> ConnectorConfig {
+        ConnectorConfig {
+            connector: ConnectorId::parse("acme-eu").unwrap(),
+            tenant: TenantId::parse("demo").unwrap(),
+            source_account: SourceAccount::parse("ACC-1").unwrap(),
+            payload_format: PayloadFormat::AcmeExportV1,
+            identity_rule: IdentityRule::ExportPage,
+            canonicalization: CanonicalizationRule::JsonV1,
+            horizon_days: DEFAULT_HORIZON_DAYS,
+            publication: Publication::PerPage,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            clock_skew_seconds: DEFAULT_CLOCK_SKEW_SECONDS,
+            pull: Some(PullSettings {
+                export_url: export_url.to_owned(),
+                credential_ref: "acme-eu/export-token".to_owned(),
+                run_deadline_seconds: 900,
+                page_timeout_ms: 2000,
+                max_attempts,
+            }),
+        }
+    }
+
+    struct Directory(HashMap<ConnectorId, ConnectorConfig>);
+
+    #[async_trait]
+    impl ConnectorDirectory for Directory {
+        async fn connector(&self, id: &ConnectorId) -> Result<Option<ConnectorConfig>, StoreError> {
+            Ok(self.0.get(id).cloned())
+        }
+    }
+
+    /// What the ledger and the queue were handed, in order.
+    #[derive(Default)]
+    struct Journal {
+        runs: Mutex<Vec<Run>>,
+        envelopes: Mutex<Vec<DeliveryEnvelope>>,
+    }
+
+    impl Journal {
+        fn runs(&self) -> Vec<Run> {
+            self.runs.lock().unwrap().clone()
+        }
+        fn envelopes(&self) -> Vec<DeliveryEnvelope> {
+            self.envelopes.lock().unwrap().clone()
+        }
+        fn keys(&self) -> Vec<String> {
+            self.envelopes()
+                .iter()
+                .map(|e| e.delivery_key().as_string())
+                .collect()
+        }
+    }
+
+    struct Ledger(Arc<Journal>);
+
+    #[async_trait]
+    impl RunLedger for Ledger {
+        async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError> {
+            self.0.runs.lock().unwrap().push(run.clone());
+            Ok(RunStart::Open)
+        }
+    }
+
+    struct Queue(Arc<Journal>);
+
+    #[async_trait]
+    impl DeliveryQueue for Queue {
+        async fn enqueue(&self, envelope: &DeliveryEnvelope) -> Result<(), QueueError> {
+            self.0.envelopes.lock().unwrap().push(envelope.clone());
+            Ok(())
+        }
+    }
+
+    struct NoClaims;
+
+    #[async_trait]
+    impl ClaimStore for NoClaims {
+        async fn put_claim(&self, _: &str, _: &[u8], _: &str) -> Result<StoredClaim, QueueError> {
+            Err(QueueError(anyhow::anyhow!("no claim store in this test")))
+        }
+    }
+
+    struct FixedClock;
+
+    impl Clock for FixedClock {
+        fn now(&self) -> Timestamp {
+            Timestamp::parse("2026-11-29T08:00:05Z").unwrap()
+        }
+    }
+
+    struct Harness {
+        service: PullService,
+        journal: Arc<Journal>,
+    }
+
+    impl Harness {
+        fn new(configs: Vec<ConnectorConfig>, source: Arc<HttpExportSource>) -> Self {
+            let journal = Arc::new(Journal::default());
+            let directory = Directory(
+                configs
+                    .into_iter()
+                    .map(|c| (c.connector.clone(), c))
+                    .collect(),
+            );
+            let service = PullService::new(
+                Arc::new(directory),
+                Arc::new(Ledger(journal.clone())),
+                source,
+                Arc::new(Queue(journal.clone())),
+                Arc::new(NoClaims),
+                Arc::new(FixedClock),
+            )
+            .with_backoff(Duration::from_millis(1), Duration::from_millis(5));
+            Self { service, journal }
+        }
+    }
 
     fn rows(page: u32) -> Vec<Value> {
         vec![
@@ -546,9 +675,9 @@ mod tests {
         assert!(
             matches!(
                 err,
-                crate::poller::PullError::FirstPage {
+                feedsafe::poller::PullError::FirstPage {
                     attempts: 2,
-                    error: crate::poller::FetchError::Transport(_)
+                    error: feedsafe::poller::FetchError::Transport(_)
                 }
             ),
             "{err}"
