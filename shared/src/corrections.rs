@@ -20,16 +20,16 @@
 //! withdrawn (the part's rows belong to the part again); each is a new record naming the one it
 //! replaces, and each observation copy names the correction that made it and when.
 
-use crate::hashing::{base32_lower, sha256};
-use crate::ids::ObservationId;
-use crate::item::CanonicalItem;
-use crate::model::{
+use crate::domain::hashing::{base32_lower, sha256};
+use crate::domain::ids::ObservationId;
+use crate::domain::item::CanonicalItem;
+use crate::domain::model::{
     CorrectionKind, CorrectionRule, CorrectionRules, IdentityCorrection, Observation, SourceRef,
     SupersessionRecord, SweepRecord,
 };
 use crate::ports::{Clock, CrashPoint, Faults, StoreError};
 use crate::projection::EvidenceReads;
-use crate::timestamp::Timestamp;
+use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 use serde::Serialize;
 use std::collections::BTreeSet;

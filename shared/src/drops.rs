@@ -2,8 +2,8 @@
 //! delivery whose identity is the file name plus the object version. The body is not copied:
 //! the envelope's claim check points at that exact object version.
 
-use crate::envelope::{BodyRef, DeliveryEnvelope};
-use crate::ids::{ConnectorId, DeliveryKey, IdentityStrength, SourceDeliveryId};
+use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
+use crate::domain::ids::{ConnectorId, DeliveryKey, IdentityStrength, SourceDeliveryId};
 use crate::intake::{DeliveryQueue, QueueError};
 use crate::ports::{Clock, ConnectorDirectory, StoreError};
 use std::sync::Arc;
@@ -144,7 +144,7 @@ pub async fn handle_s3_event(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hashing::sha256_hex;
+    use crate::domain::hashing::sha256_hex;
     use crate::poller::fakes::{acme_eu, Directory, FixedClock, Journal, Queue};
     use std::collections::HashMap;
 

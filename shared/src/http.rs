@@ -2,7 +2,7 @@
 //! local stack's server both translate into `HttpRequest` and back from `HttpResponse`.
 
 use crate::query::{Principal, QueryError, QueryService, READ_SCOPE};
-use crate::timestamp::Timestamp;
+use crate::domain::timestamp::Timestamp;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -11,24 +11,24 @@
 //! 4. more than 98 rows are stored in chunks under a `PENDING` record, flipped to `COMMITTED`
 //!    by the last chunk; any later attempt resumes where the record says it stopped.
 
-use crate::connector::{ConnectorConfig, ConnectorConfigError, PayloadFormat};
-use crate::envelope::{BodyRef, DeliveryEnvelope};
-use crate::fingerprint::{CanonicalizationRule, Fingerprint};
-use crate::hashing::{base32_lower, base64_decode, hex, sha256};
-use crate::ids::{DeliveryKey, ObservationId, UNREADABLE_ENVELOPE_TENANT};
-use crate::model::{
+use crate::domain::connector::{ConnectorConfig, ConnectorConfigError, PayloadFormat};
+use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
+use crate::domain::fingerprint::{CanonicalizationRule, Fingerprint};
+use crate::domain::hashing::{base32_lower, base64_decode, hex, sha256};
+use crate::domain::ids::{DeliveryKey, ObservationId, UNREADABLE_ENVELOPE_TENANT};
+use crate::domain::model::{
     CommitMarker, CorrectionRules, DedupConfidence, Observation, PriorEpoch, QuarantineEntry,
     QuarantineKind, ReplayRecord, ReplayState, RunPageUpdate, SourceRef, CLAIM_SOURCE_REPORTED,
     QUARANTINE_OPEN, ROWS_PER_TRANSACTION, VERIFICATION_UNVERIFIED,
 };
-use crate::normalize::{normalize, NormalizedRow};
+use crate::domain::normalize::{normalize, NormalizedRow};
 use crate::ports::{
     ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite, AttemptProbe, ChunkOutcome,
     ChunkWrite, Clock, ConnectorDirectory, CrashPoint, EvidenceStore, Faults, ReplacedRecord,
     ReplayAction, StoreError,
 };
-use crate::reject::{RejectCode, Rejection};
-use crate::timestamp::Timestamp;
+use crate::domain::reject::{RejectCode, Rejection};
+use crate::domain::timestamp::Timestamp;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,10 +2,10 @@
 //! (inline, or through an S3 claim check when the body is large) and handing it to the ingest
 //! queue. A producer acknowledges its source only after `DeliveryQueue::enqueue` succeeded.
 
-use crate::envelope::{BodyRef, DeliveryEnvelope, RunPage, MAX_INLINE_BODY_BYTES};
-use crate::hashing::sha256_hex;
-use crate::ids::DeliveryKey;
-use crate::timestamp::Timestamp;
+use crate::domain::envelope::{BodyRef, DeliveryEnvelope, RunPage, MAX_INLINE_BODY_BYTES};
+use crate::domain::hashing::sha256_hex;
+use crate::domain::ids::DeliveryKey;
+use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 
 #[derive(Debug, thiserror::Error)]

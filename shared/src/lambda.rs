@@ -1,8 +1,8 @@
 //! Glue between Lambda event shapes and the services: the same functions run under
 //! `lambda_runtime`, in the local stack and in tests.
 
-use crate::connector::ConnectorConfig;
-use crate::ids::ConnectorId;
+use crate::domain::connector::ConnectorConfig;
+use crate::domain::ids::ConnectorId;
 use crate::ingest::{IngestOutcome, IngestService};
 use crate::ports::{ConnectorDirectory, StoreError};
 use async_trait::async_trait;
@@ -170,7 +170,7 @@ pub async fn handle_stream_batch(
     event: aws_lambda_events::event::dynamodb::Event,
 ) -> aws_lambda_events::event::streams::DynamoDbEventResponse {
     let mut response = aws_lambda_events::event::streams::DynamoDbEventResponse::default();
-    let now_ms = crate::timestamp::Timestamp::now().unix_millis();
+    let now_ms = crate::domain::timestamp::Timestamp::now().unix_millis();
     let lag_ms = event
         .records
         .iter()
@@ -227,7 +227,7 @@ pub fn principal_from_apigw(
     let tenant = jwt
         .claims
         .get("tenant")
-        .and_then(|t| crate::ids::TenantId::parse(t).ok())?;
+        .and_then(|t| crate::domain::ids::TenantId::parse(t).ok())?;
     let mut scopes: Vec<String> = jwt.scopes.clone().unwrap_or_default();
     if let Some(scope) = jwt.claims.get("scope") {
         scopes.extend(scope.split(' ').map(str::to_owned));
@@ -256,7 +256,7 @@ pub async fn handle_apigw_read(
         principal: principal_from_apigw(&request),
     };
     let response =
-        crate::http::handle_read(service, http, crate::timestamp::Timestamp::now()).await;
+        crate::http::handle_read(service, http, crate::domain::timestamp::Timestamp::now()).await;
     let mut out = aws_lambda_events::event::apigw::ApiGatewayV2httpResponse::default();
     out.status_code = i64::from(response.status);
     out.headers.insert(
@@ -273,7 +273,7 @@ pub enum PullScheduleError {
     #[error(r#"the event must be {{"connector": "<connector id>"}}"#)]
     NoConnector,
     #[error(transparent)]
-    InvalidConnector(#[from] crate::ids::IdError),
+    InvalidConnector(#[from] crate::domain::ids::IdError),
     #[error(transparent)]
     Pull(#[from] crate::poller::PullError),
 }
@@ -321,7 +321,7 @@ pub enum SweepError {
 #[derive(Debug)]
 pub struct SweepReport {
     /// The runs past their deadline at `now`, as the sweep left them.
-    pub runs: Vec<crate::model::Run>,
+    pub runs: Vec<crate::domain::model::Run>,
     /// Identity corrections whose settling was due and is now done.
     pub corrections: usize,
 }
@@ -331,7 +331,7 @@ pub struct SweepReport {
 pub async fn handle_sweep_schedule(
     store: &crate::aws::dynamo::DynamoEvidenceStore,
     corrections: &crate::corrections::CorrectionService,
-    now: crate::timestamp::Timestamp,
+    now: crate::domain::timestamp::Timestamp,
 ) -> Result<SweepReport, SweepError> {
     let runs = store.sweep_runs(now).await?;
     let corrections = corrections.settle_due().await?;

@@ -6,11 +6,11 @@
 //! `crate::corrections`.
 
 use crate::aws::dynamo::DynamoEvidenceStore;
-use crate::hashing::{base32_lower, sha256};
-use crate::model::{SourceQuarantine, SourceQuarantineEvent, SourceRef};
+use crate::domain::hashing::{base32_lower, sha256};
+use crate::domain::model::{SourceQuarantine, SourceQuarantineEvent, SourceRef};
 use crate::ports::StoreError;
 use crate::projection::EvidenceReads;
-use crate::timestamp::Timestamp;
+use crate::domain::timestamp::Timestamp;
 use serde::Serialize;
 use tracing::info;
 

@@ -34,18 +34,18 @@
 
 use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::aws::s3::S3ArtifactStore;
-use crate::canonical_json::{parse_document, JsonValue};
+use crate::domain::canonical_json::{parse_document, JsonValue};
 use crate::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
-use crate::envelope::{BodyRef, DeliveryEnvelope, DeliveryIdentity, ENVELOPE_VERSION};
-use crate::hashing::base64_decode;
+use crate::domain::envelope::{BodyRef, DeliveryEnvelope, DeliveryIdentity, ENVELOPE_VERSION};
+use crate::domain::hashing::base64_decode;
 use crate::http::HttpResponse;
-use crate::ids::{
+use crate::domain::ids::{
     ConnectorId, DeliveryKey, IdentityStrength, ObservationId, RunId, SourceAccount,
     SourceDeliveryId, TenantId,
 };
 use crate::intake::DeliveryQueue;
-use crate::item::CanonicalItem;
-use crate::model::{QuarantineEntry, QuarantineKind, SourceRef, QUARANTINE_OPEN};
+use crate::domain::item::CanonicalItem;
+use crate::domain::model::{QuarantineEntry, QuarantineKind, SourceRef, QUARANTINE_OPEN};
 use crate::operations::{
     lift_source_quarantine, quarantine_source, source_quarantine_view, OperationError,
 };
@@ -53,7 +53,7 @@ use crate::poller::{PullError, PullService};
 use crate::ports::{ArtifactError, ArtifactStore, Clock, ConnectorDirectory, StoreError};
 use crate::projection::EvidenceReads;
 use crate::query::Principal;
-use crate::timestamp::Timestamp;
+use crate::domain::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -422,7 +422,7 @@ impl OpsService {
         &self,
         principal: &Principal,
         connector: &str,
-    ) -> Result<crate::connector::ConnectorConfig, OpsError> {
+    ) -> Result<crate::domain::connector::ConnectorConfig, OpsError> {
         let unknown = || OpsError::UnknownConnector(format!("no connector {connector:?}"));
         let id = ConnectorId::parse(connector).map_err(|_| unknown())?;
         match ConnectorDirectory::connector(self.evidence.as_ref(), &id).await? {
@@ -953,7 +953,7 @@ impl OpsService {
 
     fn source_of(
         principal: &Principal,
-        config: &crate::connector::ConnectorConfig,
+        config: &crate::domain::connector::ConnectorConfig,
         account: Option<&str>,
     ) -> Result<SourceRef, OpsError> {
         let source_account = match account {

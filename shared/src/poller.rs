@@ -9,12 +9,12 @@
 //! enqueued, so the run stays incomplete and the sweeper names the missing page.
 
 use crate::aws::dynamo::DynamoEvidenceStore;
-use crate::connector::{ConnectorConfig, ConnectorConfigError, IdentityRule, PullSettings};
-use crate::envelope::RunPage;
-use crate::hashing::{hex, sha256_fields};
-use crate::ids::{ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceDeliveryId};
+use crate::domain::connector::{ConnectorConfig, ConnectorConfigError, IdentityRule, PullSettings};
+use crate::domain::envelope::RunPage;
+use crate::domain::hashing::{hex, sha256_fields};
+use crate::domain::ids::{ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceDeliveryId};
 use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
-use crate::model::{Run, RunStart, RunStatus};
+use crate::domain::model::{Run, RunStart, RunStatus};
 use crate::ports::{Clock, ConnectorDirectory, StoreError};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -515,12 +515,12 @@ fn first_page_header(body: &[u8]) -> Result<(String, u32), PullError> {
 #[cfg(test)]
 pub(crate) mod fakes {
     use super::*;
-    use crate::connector::{Publication, DEFAULT_HORIZON_DAYS, DEFAULT_MAX_BODY_BYTES};
-    use crate::envelope::DeliveryEnvelope;
-    use crate::fingerprint::CanonicalizationRule;
-    use crate::ids::{SourceAccount, TenantId};
+    use crate::domain::connector::{Publication, DEFAULT_HORIZON_DAYS, DEFAULT_MAX_BODY_BYTES};
+    use crate::domain::envelope::DeliveryEnvelope;
+    use crate::domain::fingerprint::CanonicalizationRule;
+    use crate::domain::ids::{SourceAccount, TenantId};
     use crate::intake::{QueueError, StoredClaim};
-    use crate::timestamp::Timestamp;
+    use crate::domain::timestamp::Timestamp;
     use std::collections::HashMap;
     use std::sync::Mutex;
 
@@ -531,13 +531,13 @@ pub(crate) mod fakes {
             connector: ConnectorId::parse("acme-eu").unwrap(),
             tenant: TenantId::parse("demo").unwrap(),
             source_account: SourceAccount::parse("ACC-1").unwrap(),
-            payload_format: crate::connector::PayloadFormat::AcmeExportV1,
+            payload_format: crate::domain::connector::PayloadFormat::AcmeExportV1,
             identity_rule: IdentityRule::ExportPage,
             canonicalization: CanonicalizationRule::JsonV1,
             horizon_days: DEFAULT_HORIZON_DAYS,
             publication: Publication::PerPage,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            clock_skew_seconds: crate::connector::DEFAULT_CLOCK_SKEW_SECONDS,
+            clock_skew_seconds: crate::domain::connector::DEFAULT_CLOCK_SKEW_SECONDS,
             pull: Some(PullSettings {
                 export_url: export_url.to_owned(),
                 credential_ref: "acme-eu/export-token".to_owned(),
@@ -731,9 +731,9 @@ pub(crate) mod fakes {
 mod tests {
     use super::fakes::*;
     use super::*;
-    use crate::envelope::BodyRef;
-    use crate::hashing::base64_decode;
-    use crate::timestamp::Timestamp;
+    use crate::domain::envelope::BodyRef;
+    use crate::domain::hashing::base64_decode;
+    use crate::domain::timestamp::Timestamp;
 
     fn harness(source: ScriptedSource, max_attempts: u32) -> (Harness, Arc<ScriptedSource>) {
         let source = Arc::new(source);
@@ -789,7 +789,7 @@ mod tests {
                 page_body("EXP-8821", page, 3)
             );
             // What the poller sends is what ingest accepts.
-            crate::envelope::DeliveryEnvelope::parse(envelope.to_json().as_bytes()).unwrap();
+            crate::domain::envelope::DeliveryEnvelope::parse(envelope.to_json().as_bytes()).unwrap();
         }
 
         let runs = h.journal.runs();

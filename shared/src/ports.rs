@@ -1,14 +1,14 @@
 //! What the ingest algorithm needs from the outside world. Adapters in `crate::aws` implement
 //! these against DynamoDB and S3; the contract each method MUST keep is in its doc comment.
 
-use crate::connector::ConnectorConfig;
-use crate::fingerprint::Fingerprint;
-use crate::ids::{ConnectorId, ObservationId};
-use crate::model::{
+use crate::domain::connector::ConnectorConfig;
+use crate::domain::fingerprint::Fingerprint;
+use crate::domain::ids::{ConnectorId, ObservationId};
+use crate::domain::model::{
     CommitMarker, CorrectionRules, Observation, QuarantineEntry, ReplayRecord, RunPageUpdate,
     SourceRef,
 };
-use crate::timestamp::Timestamp;
+use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 
 /// A failure of a dependency that may succeed if the message is delivered again.

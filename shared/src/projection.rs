@@ -3,15 +3,15 @@
 //! observations, so applying a stream batch once, three times or backwards gives the same rows,
 //! and `rebuild` is the same computation run over everything.
 
-use crate::connector::{ConnectorConfig, Publication};
+use crate::domain::connector::{ConnectorConfig, Publication};
 use crate::corrections::Reattribution;
-use crate::ids::{ConnectorId, ObservationId, RunId, TenantId};
-use crate::model::{
+use crate::domain::ids::{ConnectorId, ObservationId, RunId, TenantId};
+use crate::domain::model::{
     CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
     RunStatus, SourceQuarantine, SourceRef,
 };
 use crate::ports::StoreError;
-use crate::timestamp::Timestamp;
+use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};

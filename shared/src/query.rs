@@ -2,13 +2,13 @@
 //! Offers come from the projection; history and single observations from the evidence, with
 //! the same visibility rules (uncommitted deliveries and unpublished runs are never shown).
 
-use crate::connector::IdentityRule;
-use crate::ids::{ObservationId, TenantId};
-use crate::item::CanonicalItem;
-use crate::model::Observation;
+use crate::domain::connector::IdentityRule;
+use crate::domain::ids::{ObservationId, TenantId};
+use crate::domain::item::CanonicalItem;
+use crate::domain::model::Observation;
 use crate::ports::StoreError;
 use crate::projection::{Eligibility, EvidenceReads, ProjectionStore, Visibility};
-use crate::timestamp::Timestamp;
+use crate::domain::timestamp::Timestamp;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;

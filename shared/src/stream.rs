@@ -2,7 +2,7 @@
 //! event source) and the local stack's stream poller, so both see the same meaning.
 
 use crate::aws::dynamo::decode_replay;
-use crate::model::{
+use crate::domain::model::{
     Observation, ProjectionWork, ReplayRecord, ReplayState, Run, RunPageRecord, RunStatus,
     SourceQuarantine,
 };
@@ -76,14 +76,14 @@ pub fn classify(
         Some("correction_rules") => {
             #[derive(Deserialize)]
             struct Stored {
-                source: crate::model::SourceRef,
+                source: crate::domain::model::SourceRef,
                 #[serde(flatten)]
-                rules: crate::model::CorrectionRules,
+                rules: crate::domain::model::CorrectionRules,
             }
             let new: Stored = decode(new_image)?;
             let old = match old_image.filter(|i| !i.is_empty()) {
                 Some(old) => decode::<Stored>(old)?.rules,
-                None => crate::model::CorrectionRules::default(),
+                None => crate::domain::model::CorrectionRules::default(),
             };
             // Every item whose rows a changed rule can move: the part itself, where the old
             // rule sent it and where the new one does.

@@ -8,10 +8,10 @@
 //!
 //! Secrets, signatures and bodies are never logged.
 
-use crate::connector::{ConnectorConfig, IdentityRule, PayloadFormat};
-use crate::hashing::{base64_decode, base64_encode, sha256_hex};
+use crate::domain::connector::{ConnectorConfig, IdentityRule, PayloadFormat};
+use crate::domain::hashing::{base64_decode, base64_encode, sha256_hex};
 use crate::http::HttpResponse;
-use crate::ids::{ConnectorId, DeliveryKey, FallbackFields, IdentityStrength, SourceDeliveryId};
+use crate::domain::ids::{ConnectorId, DeliveryKey, FallbackFields, IdentityStrength, SourceDeliveryId};
 use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
 use crate::ports::{Clock, ConnectorDirectory, StoreError};
 use async_trait::async_trait;
@@ -192,7 +192,7 @@ pub enum SecretsFileError {
     #[error("signing secrets file is not a JSON object of connector -> [secret, ...] (line {line}, column {column})")]
     Shape { line: usize, column: usize },
     #[error("signing secrets file names an invalid connector: {0}")]
-    Connector(crate::ids::IdError),
+    Connector(crate::domain::ids::IdError),
     #[error("signing secret #{index} of connector {connector} is invalid: {reason}")]
     Secret {
         connector: String,
@@ -767,12 +767,12 @@ fn apigw_response(response: HttpResponse) -> ApiGatewayV2httpResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::connector::{Publication, DEFAULT_HORIZON_DAYS, DEFAULT_MAX_BODY_BYTES};
-    use crate::envelope::{BodyRef, DeliveryEnvelope};
-    use crate::fingerprint::CanonicalizationRule;
-    use crate::ids::{SourceAccount, TenantId};
+    use crate::domain::connector::{Publication, DEFAULT_HORIZON_DAYS, DEFAULT_MAX_BODY_BYTES};
+    use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
+    use crate::domain::fingerprint::CanonicalizationRule;
+    use crate::domain::ids::{SourceAccount, TenantId};
     use crate::intake::{QueueError, StoredClaim};
-    use crate::timestamp::Timestamp;
+    use crate::domain::timestamp::Timestamp;
 
     const NOW: i64 = 1_796_025_600; // 2026-11-30T08:00:00Z
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -850,7 +850,7 @@ mod tests {
             horizon_days: DEFAULT_HORIZON_DAYS,
             publication: Publication::PerPage,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            clock_skew_seconds: crate::connector::DEFAULT_CLOCK_SKEW_SECONDS,
+            clock_skew_seconds: crate::domain::connector::DEFAULT_CLOCK_SKEW_SECONDS,
             pull: None,
         }
     }
@@ -1342,7 +1342,7 @@ mod tests {
     async fn a_csv_connector_takes_any_content_type_and_names_deliveries_by_webhook_id() {
         let mut config = acme_events();
         config.payload_format = PayloadFormat::CsvOffersV1;
-        config.canonicalization = crate::fingerprint::CanonicalizationRule::BytesV1;
+        config.canonicalization = crate::domain::fingerprint::CanonicalizationRule::BytesV1;
         let h = harness_with(config, &[SECRET], VecQueue::default());
         let body = b"sku,quantity,unit,price,currency,observed_at\nAX-440-R2,6,each,820.00,EUR,2026-11-29T08:00:00Z\n";
         let signature = sign(&SigningSecret::parse(SECRET).unwrap(), "msg_c", NOW, body);
@@ -1393,7 +1393,7 @@ mod tests {
     #[tokio::test]
     async fn a_large_body_travels_as_a_claim_check() {
         let h = harness(&[SECRET]);
-        let padding = "x".repeat(crate::envelope::MAX_INLINE_BODY_BYTES);
+        let padding = "x".repeat(crate::domain::envelope::MAX_INLINE_BODY_BYTES);
         let body = serde_json::to_vec(&json!({
             "specversion": "1.0", "source": "urn:acme:events", "id": "big", "data": {"pad": padding}
         }))

@@ -1,10 +1,10 @@
 //! Poison input: each kind gets its own stable code, nothing is committed, nothing loops.
 
 use acceptance::*;
-use feedsafe::connector::ConnectorConfig;
-use feedsafe::envelope::{BodyRef, DeliveryEnvelope};
+use feedsafe::domain::connector::ConnectorConfig;
+use feedsafe::domain::envelope::{BodyRef, DeliveryEnvelope};
 use feedsafe::ingest::IngestOutcome;
-use feedsafe::model::QuarantineKind;
+use feedsafe::domain::model::QuarantineKind;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -27,7 +27,7 @@ async fn each_kind_of_bad_input_is_rejected_with_its_own_code_and_nothing_is_com
         row_page(row)
     };
     let unknown = ConnectorConfig {
-        connector: feedsafe::ids::ConnectorId::parse("nobody").unwrap(),
+        connector: feedsafe::domain::ids::ConnectorId::parse("nobody").unwrap(),
         ..acme.clone()
     };
     let oversized_inline = export_page(
@@ -113,7 +113,7 @@ async fn each_kind_of_bad_input_is_rejected_with_its_own_code_and_nothing_is_com
         // The literal message is kept as evidence.
         let evidence = env.read_object(&entry.evidence_key).await;
         assert_eq!(
-            feedsafe::hashing::sha256_hex(&evidence),
+            feedsafe::domain::hashing::sha256_hex(&evidence),
             entry.evidence_sha256
         );
         *by_code.entry(entry.reason_code.clone()).or_default() += 1;

@@ -2,7 +2,7 @@
 //! quarantine (issue 8 items 1, 2 and 3), through the running local stack's routes.
 
 use acceptance::*;
-use feedsafe::connector::ConnectorConfig;
+use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::ports::{CrashPoint, SystemClock};
 use feedsafe::projection::ProjectionStore;
 use local_stack::{sample_connectors, Stack};
@@ -384,8 +384,8 @@ async fn lifting_a_source_quarantine_is_recorded_and_its_claims_become_current_a
     stack.stop().await;
 }
 
-fn source_of(config: &ConnectorConfig) -> feedsafe::model::SourceRef {
-    feedsafe::model::SourceRef {
+fn source_of(config: &ConnectorConfig) -> feedsafe::domain::model::SourceRef {
+    feedsafe::domain::model::SourceRef {
         tenant: config.tenant.clone(),
         connector: config.connector.clone(),
         source_account: config.source_account.clone(),
@@ -401,7 +401,7 @@ fn request(
     feedsafe::corrections::CorrectionRequest {
         source: source_of(config),
         from_item: from.into(),
-        to_item: feedsafe::item::CanonicalItem::parse_key(to).unwrap(),
+        to_item: feedsafe::domain::item::CanonicalItem::parse_key(to).unwrap(),
         reason: reason.into(),
         actor: Some("test-operator".into()),
     }
@@ -415,7 +415,7 @@ async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet()
     let env = spawn_env(true).await;
     let acme = acme_eu();
     env.seed(&acme).await;
-    let clock = SettableClock::at(feedsafe::timestamp::Timestamp::now());
+    let clock = SettableClock::at(feedsafe::domain::timestamp::Timestamp::now());
     let lagging = std::sync::Arc::new(LaggingIndex::new(env.store.clone(), 2_000, clock.clone()));
     let projector = feedsafe::projection::Projector::new(
         lagging.clone(),
@@ -448,7 +448,7 @@ async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet()
     .await;
     env.drain(&mut stream, &projector).await;
     let query = env.query();
-    let now = feedsafe::timestamp::Timestamp::now();
+    let now = feedsafe::domain::timestamp::Timestamp::now();
     let quantities = |v: Value| -> Vec<u64> {
         v["offers"]
             .as_array()
@@ -511,7 +511,7 @@ async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet()
 
     // Once the index has caught up, the sweeper's settling pass completes the correction.
     clock.set(
-        feedsafe::timestamp::Timestamp::now()
+        feedsafe::domain::timestamp::Timestamp::now()
             .plus_seconds(feedsafe::corrections::SETTLE_AFTER_SECONDS + 5),
     );
     let later = feedsafe::corrections::CorrectionService::new(
@@ -605,8 +605,8 @@ async fn an_interrupted_correction_resumes_and_its_record_lists_everything_it_su
     let id = feedsafe::corrections::correction_id(
         &source_of(&acme),
         "AX-440~each~new",
-        &feedsafe::item::CanonicalItem::parse_key("AX-440-R2").unwrap(),
-        feedsafe::model::CorrectionKind::Correct,
+        &feedsafe::domain::item::CanonicalItem::parse_key("AX-440-R2").unwrap(),
+        feedsafe::domain::model::CorrectionKind::Correct,
         None,
     );
     let half = env.corrections().view(&id).await.unwrap();
@@ -688,7 +688,7 @@ async fn a_correction_can_be_corrected_and_withdrawn_and_history_names_each_rule
     );
     env.drain(&mut stream, &projector).await;
     let query = env.query();
-    let now = feedsafe::timestamp::Timestamp::now();
+    let now = feedsafe::domain::timestamp::Timestamp::now();
     let offers = |item: &'static str| {
         let query = query.clone();
         let reader = env.reader();
@@ -725,7 +725,7 @@ async fn a_correction_can_be_corrected_and_withdrawn_and_history_names_each_rule
     assert!(recorded);
     assert_eq!(
         withdrawal.correction.kind,
-        feedsafe::model::CorrectionKind::Withdraw
+        feedsafe::domain::model::CorrectionKind::Withdraw
     );
     env.drain(&mut stream, &projector).await;
     assert_eq!(

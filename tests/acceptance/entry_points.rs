@@ -9,23 +9,23 @@ use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
-use feedsafe::connector::ConnectorConfig;
+use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::corrections::CorrectionService;
-use feedsafe::envelope::DeliveryEnvelope;
+use feedsafe::domain::envelope::DeliveryEnvelope;
 use local_stack::fake_supplier::{FakeSupplier, FakeSupplierHandle};
-use feedsafe::ids::{ConnectorId, RunId};
+use feedsafe::domain::ids::{ConnectorId, RunId};
 use feedsafe::ingest::IngestService;
 use feedsafe::lambda::{
     handle_apigw_read, handle_pull_schedule, handle_sqs_batch, handle_stream_batch,
     handle_sweep_schedule, CachedConnectors,
 };
-use feedsafe::model::{ReplayState, Run, RunStatus};
+use feedsafe::domain::model::{ReplayState, Run, RunStatus};
 use feedsafe::ops::{handle_apigw_ops, OpsService, RawArchive};
 use feedsafe::poller::{HttpExportSource, PullService};
 use feedsafe::ports::{Clock, NoFaults, SystemClock};
 use feedsafe::projection::{ProjectionStore, Projector};
 use feedsafe::query::{observation_json, QueryService};
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::timestamp::Timestamp;
 use feedsafe::webhook::{handle_apigw_webhook, SecretsManagerSecrets, WebhookService};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -448,7 +448,7 @@ async fn ingest_sqs(world: &World, file: &str, event: Value) {
     // The raw artifact is the payload the envelope carries.
     let artifact = world.env.read_object(&record.artifact_key).await;
     assert_eq!(
-        feedsafe::hashing::sha256_hex(&artifact),
+        feedsafe::domain::hashing::sha256_hex(&artifact),
         record.payload_sha256
     );
     // The same message again (SQS delivers at least once) is a replay: nothing new is stored.
@@ -508,7 +508,7 @@ async fn projector_stream(world: &World, file: &str, event: Value) {
     );
     let rows = world
         .projection()
-        .offers(&feedsafe::ids::TenantId::parse("demo").unwrap(), ITEM)
+        .offers(&feedsafe::domain::ids::TenantId::parse("demo").unwrap(), ITEM)
         .await
         .expect("projection readable");
     assert_eq!(rows.len(), 1, "one current offer: {rows:?}");
@@ -666,7 +666,7 @@ async fn drops_s3(world: &World, file: &str, mut event: Value) {
     assert_eq!(record.state, ReplayState::Committed);
     assert_eq!(
         record.payload_sha256,
-        feedsafe::hashing::sha256_hex(DROPPED_CSV)
+        feedsafe::domain::hashing::sha256_hex(DROPPED_CSV)
     );
     let observations = world.observations_json(&delivery_key).await;
     let rows: Vec<(Value, Value, Value)> = observations

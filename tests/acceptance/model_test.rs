@@ -17,19 +17,19 @@
 
 use acceptance::model::{delivery_key, Ids, Layout, Model, Outcome, Payload, Row, Source};
 use acceptance::*;
-use feedsafe::connector::ConnectorConfig;
+use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
-use feedsafe::envelope::DeliveryEnvelope;
-use feedsafe::fingerprint::CanonicalizationRule;
-use feedsafe::ids::{ConnectorId, SourceAccount};
+use feedsafe::domain::envelope::DeliveryEnvelope;
+use feedsafe::domain::fingerprint::CanonicalizationRule;
+use feedsafe::domain::ids::{ConnectorId, SourceAccount};
 use feedsafe::ingest::{IngestOutcome, IngestService};
-use feedsafe::item::CanonicalItem;
-use feedsafe::model::{CorrectionKind, SourceRef};
+use feedsafe::domain::item::CanonicalItem;
+use feedsafe::domain::model::{CorrectionKind, SourceRef};
 use feedsafe::ops::{handle_ops, OpsRequest, OpsService, RawArchive};
 use feedsafe::ports::{Clock, CrashPoint, Faults, NoFaults};
 use feedsafe::projection::{ProjectionKey, ProjectionStore, Projector};
 use feedsafe::query::{Principal, QueryService};
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::timestamp::Timestamp;
 use proptest::prelude::*;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 use serde_json::{json, Value};
@@ -51,11 +51,11 @@ struct SystemIds;
 
 impl Ids for SystemIds {
     fn observation_id(&self, delivery_key: &str, epoch: u32, index: usize) -> String {
-        feedsafe::ids::ObservationId::derive_for(delivery_key, epoch, index).to_string()
+        feedsafe::domain::ids::ObservationId::derive_for(delivery_key, epoch, index).to_string()
     }
     fn superseding_id(&self, old: &str, correction: &str) -> String {
-        feedsafe::ids::ObservationId::derive_superseding(
-            &feedsafe::ids::ObservationId::parse(old).expect("observation id"),
+        feedsafe::domain::ids::ObservationId::derive_superseding(
+            &feedsafe::domain::ids::ObservationId::parse(old).expect("observation id"),
             correction,
         )
         .to_string()
@@ -91,7 +91,7 @@ fn item_key(part: &str) -> String {
 
 fn source_ref(source: Source) -> SourceRef {
     SourceRef {
-        tenant: feedsafe::ids::TenantId::parse(TENANT).unwrap(),
+        tenant: feedsafe::domain::ids::TenantId::parse(TENANT).unwrap(),
         connector: ConnectorId::parse(source.connector()).unwrap(),
         source_account: SourceAccount::parse(source.account()).unwrap(),
     }
@@ -107,7 +107,7 @@ fn connector_of(source: Source) -> ConnectorConfig {
         ..connector(
             source.connector(),
             source.account(),
-            feedsafe::connector::Publication::PerPage,
+            feedsafe::domain::connector::Publication::PerPage,
         )
     }
 }
@@ -520,7 +520,7 @@ impl System {
 
     fn operator(&self) -> Principal {
         Principal {
-            tenant: feedsafe::ids::TenantId::parse(TENANT).unwrap(),
+            tenant: feedsafe::domain::ids::TenantId::parse(TENANT).unwrap(),
             scopes: vec!["ops:write".into(), "offers:read".into()],
             subject: Some("model-test".into()),
         }
@@ -578,12 +578,12 @@ impl System {
         mode: &Mode,
         today: i64,
     ) {
-        let key = feedsafe::ids::DeliveryKey::new(
-            feedsafe::ids::TenantId::parse(TENANT).unwrap(),
+        let key = feedsafe::domain::ids::DeliveryKey::new(
+            feedsafe::domain::ids::TenantId::parse(TENANT).unwrap(),
             ConnectorId::parse(source.connector()).unwrap(),
             SourceAccount::parse(source.account()).unwrap(),
-            feedsafe::ids::SourceDeliveryId::parse(id).unwrap(),
-            feedsafe::ids::IdentityStrength::Source,
+            feedsafe::domain::ids::SourceDeliveryId::parse(id).unwrap(),
+            feedsafe::domain::ids::IdentityStrength::Source,
         );
         let retrieved_at = base().plus_seconds(today * 86_400);
         let envelope = DeliveryEnvelope::inline(

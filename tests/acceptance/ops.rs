@@ -6,7 +6,7 @@
 use acceptance::*;
 use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::aws::dynamo::Item;
-use feedsafe::model::ReplayState;
+use feedsafe::domain::model::ReplayState;
 use local_stack::{sample_connectors, Stack};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -416,7 +416,7 @@ async fn an_operator_reviews_a_mismatch_and_accepts_it_as_a_new_delivery_without
     let (status, bytes) = get_bytes(link["url"].as_str().unwrap().to_owned()).await;
     assert_eq!(status, 200);
     assert_eq!(
-        feedsafe::hashing::sha256_hex(&bytes),
+        feedsafe::domain::hashing::sha256_hex(&bytes),
         original.payload_sha256,
         "the link serves the stored artifact"
     );

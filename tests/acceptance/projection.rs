@@ -1,16 +1,16 @@
 //! The current projection and the read path, through the real DynamoDB stream.
 
 use acceptance::*;
-use feedsafe::connector::Publication;
+use feedsafe::domain::connector::Publication;
 use feedsafe::corrections::CorrectionRequest;
-use feedsafe::envelope::{DeliveryEnvelope, RunPage};
-use feedsafe::ids::{RunId, SourceAccount};
+use feedsafe::domain::envelope::{DeliveryEnvelope, RunPage};
+use feedsafe::domain::ids::{RunId, SourceAccount};
 use feedsafe::ingest::{IngestOutcome, IngestService};
-use feedsafe::item::CanonicalItem;
-use feedsafe::model::{Run, RunStatus, SourceRef};
+use feedsafe::domain::item::CanonicalItem;
+use feedsafe::domain::model::{Run, RunStatus, SourceRef};
 use feedsafe::operations::quarantine_source;
 use feedsafe::projection::ProjectionStore;
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::timestamp::Timestamp;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -363,7 +363,7 @@ async fn identity_correction_supersedes_without_rewriting_the_raw_artifact() {
         versions_before
     );
     assert_eq!(
-        feedsafe::hashing::sha256_hex(&env.read_object(&original.artifact_key).await),
+        feedsafe::domain::hashing::sha256_hex(&env.read_object(&original.artifact_key).await),
         original.artifact_sha256
     );
 }

@@ -6,11 +6,11 @@ use acceptance::*;
 use feedsafe::corrections::CorrectionRequest;
 use local_stack::fidelity::LaggingIndex;
 use feedsafe::ingest::IngestOutcome;
-use feedsafe::item::CanonicalItem;
-use feedsafe::model::SourceRef;
+use feedsafe::domain::item::CanonicalItem;
+use feedsafe::domain::model::SourceRef;
 use feedsafe::ports::{CrashPoint, OffsetClock};
 use feedsafe::projection::{EvidenceChange, ProjectionKey, ProjectionStore, Projector};
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::timestamp::Timestamp;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -104,7 +104,7 @@ async fn under_a_lagging_index_an_eligible_current_offer_is_never_dropped_or_rol
     // Every stream record about X or Z, and which observations each one brings to the projector.
     let by_id = |delivery: &str| {
         let key = delivery_key(&acme, delivery);
-        feedsafe::ids::ObservationId::derive(&key, 0, 0)
+        feedsafe::domain::ids::ObservationId::derive(&key, 0, 0)
     };
     let (old, new, z) = (by_id("D-old"), by_id("D-new"), by_id("D-z"));
     let all = env.observations().await;

@@ -5,8 +5,8 @@
 
 use acceptance::*;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
-use feedsafe::ids::TenantId;
-use feedsafe::model::{Observation, SourceRef};
+use feedsafe::domain::ids::TenantId;
+use feedsafe::domain::model::{Observation, SourceRef};
 use feedsafe::ports::StoreError;
 use feedsafe::projection::{EvidenceChange, ProjectedOffer, ProjectionKey, ProjectionStore};
 use std::collections::HashMap;

@@ -4,7 +4,7 @@
 //! projector Lambda's own entry point (`handle_stream_batch`) with a DynamoDB stream event.
 
 use acceptance::*;
-use feedsafe::connector::Publication;
+use feedsafe::domain::connector::Publication;
 use feedsafe::projection::{ProjectionStore, Projector};
 use std::sync::Arc;
 use std::time::Instant;
@@ -164,7 +164,7 @@ async fn a_five_thousand_row_delivery_projects_in_bounded_stream_batches() {
                 &env.reader(),
                 &format!("BIG-{i:05}"),
                 None,
-                feedsafe::timestamp::Timestamp::now(),
+                feedsafe::domain::timestamp::Timestamp::now(),
             )
             .await
             .unwrap();
@@ -217,7 +217,7 @@ async fn a_fifty_page_run_published_on_completion_projects_in_bounded_stream_bat
         drained.requests() as f64 / rows as f64,
     );
     let run = env.store.run("run-EXP-RUN50").await.unwrap().unwrap();
-    assert_eq!(run.status, Some(feedsafe::model::RunStatus::Complete));
+    assert_eq!(run.status, Some(feedsafe::domain::model::RunStatus::Complete));
     let offers = env
         .projection_store()
         .offers(&config.tenant, "RUN-02999~each~new")

@@ -54,7 +54,7 @@ fn offer_row(item: u64, quantity: u64, second: i64) -> Value {
     json!({
         "sku": format!("SOAK-{item:03}"), "quantity": quantity, "unit": "each",
         "price": "9.50", "currency": "EUR",
-        "observed_at": feedsafe::timestamp::Timestamp::from_unix_seconds(second).expect("a valid second").to_rfc3339(),
+        "observed_at": feedsafe::domain::timestamp::Timestamp::from_unix_seconds(second).expect("a valid second").to_rfc3339(),
     })
 }
 
@@ -74,7 +74,7 @@ fn body(event: &Event) -> Vec<u8> {
 fn csv_file(rows: &Rows) -> Vec<u8> {
     let mut out = String::from("sku,quantity,unit,price,currency,observed_at\n");
     for &(item, quantity, second) in rows {
-        let at = feedsafe::timestamp::Timestamp::from_unix_seconds(second)
+        let at = feedsafe::domain::timestamp::Timestamp::from_unix_seconds(second)
             .expect("a valid second")
             .to_rfc3339();
         out.push_str(&format!("SOAK-{item:03},{quantity},each,9.50,EUR,{at}\n"));
@@ -129,7 +129,7 @@ impl Sent {
 
 async fn post(url: &str, event: &Event, webhook_id: &str) -> u16 {
     let body = body(event);
-    let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
     let secret = SigningSecret::parse(SECRET).unwrap();
     let signature = sign(&secret, webhook_id, now, &body);
     let url = url.to_owned();
@@ -161,18 +161,18 @@ async fn current_offer(
     item: u64,
 ) -> Option<(i64, u64)> {
     let reader = feedsafe::query::Principal {
-        tenant: feedsafe::ids::TenantId::parse("demo").unwrap(),
+        tenant: feedsafe::domain::ids::TenantId::parse("demo").unwrap(),
         scopes: vec!["offers:read".into()],
         subject: None,
     };
-    let now = feedsafe::timestamp::Timestamp::now();
+    let now = feedsafe::domain::timestamp::Timestamp::now();
     let offers = query
         .offers(&reader, &format!("SOAK-{item:03}"), None, now)
         .await
         .ok()?;
     offers["offers"].as_array()?.iter().find_map(|o| {
         (o["connector"] == connector).then(|| {
-            let at = feedsafe::timestamp::Timestamp::parse(o["observed_at"].as_str()?).ok()?;
+            let at = feedsafe::domain::timestamp::Timestamp::parse(o["observed_at"].as_str()?).ok()?;
             Some((at.unix_seconds(), o["quantity"].as_u64()?))
         })?
     })
@@ -297,7 +297,7 @@ async fn pull_sender(
     next: Arc<std::sync::atomic::AtomicUsize>,
     sent: Arc<Mutex<Sent>>,
 ) {
-    let connector = feedsafe::ids::ConnectorId::parse(PULLS).unwrap();
+    let connector = feedsafe::domain::ids::ConnectorId::parse(PULLS).unwrap();
     for export in 0.. {
         let pages = 1 + pick(&mut rng, 3) as usize;
         let Some(n) = take_slot(&next, pages, deliveries) else {
@@ -507,14 +507,14 @@ async fn soak_under_injected_faults() {
     for key in sent.versions.keys() {
         let record = loop {
             match env.replay(key).await {
-                Some(r) if r.state == feedsafe::model::ReplayState::Committed => break Some(r),
+                Some(r) if r.state == feedsafe::domain::model::ReplayState::Committed => break Some(r),
                 _ if Instant::now() > deadline => break None,
                 _ => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         };
         records.insert(key.clone(), record);
     }
-    let mut stored_rows: BTreeMap<String, Vec<feedsafe::model::Observation>> = BTreeMap::new();
+    let mut stored_rows: BTreeMap<String, Vec<feedsafe::domain::model::Observation>> = BTreeMap::new();
     for o in env.observations().await {
         stored_rows
             .entry(o.delivery_key.clone())

@@ -8,22 +8,22 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::aws::dynamo::{decode, DynamoEvidenceStore, Item};
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::AwsClients;
-use feedsafe::connector::{
+use feedsafe::domain::connector::{
     ConnectorConfig, IdentityRule, PayloadFormat, Publication, DEFAULT_HORIZON_DAYS,
     DEFAULT_MAX_BODY_BYTES,
 };
-use feedsafe::envelope::{DeliveryEnvelope, RunPage};
-use feedsafe::fingerprint::CanonicalizationRule;
-use feedsafe::ids::{
+use feedsafe::domain::envelope::{DeliveryEnvelope, RunPage};
+use feedsafe::domain::fingerprint::CanonicalizationRule;
+use feedsafe::domain::ids::{
     ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceAccount, SourceDeliveryId, TenantId,
 };
 use feedsafe::ingest::IngestService;
 use feedsafe::lambda::handle_sqs_batch;
 use local_stack::resources::{create_resources, CreateOptions, LocalResources};
 use template_spec::{read_template, template_path};
-use feedsafe::model::{Observation, QuarantineEntry, ReplayRecord};
+use feedsafe::domain::model::{Observation, QuarantineEntry, ReplayRecord};
 use feedsafe::ports::{Clock, CrashPoint, Faults, NoFaults, SystemClock};
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::timestamp::Timestamp;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -327,7 +327,7 @@ pub fn acme_eu() -> ConnectorConfig {
         horizon_days: DEFAULT_HORIZON_DAYS,
         publication: Publication::PerPage,
         max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-        clock_skew_seconds: feedsafe::connector::DEFAULT_CLOCK_SKEW_SECONDS,
+        clock_skew_seconds: feedsafe::domain::connector::DEFAULT_CLOCK_SKEW_SECONDS,
         pull: None,
     }
 }
@@ -626,7 +626,7 @@ impl feedsafe::ports::EvidenceStore for ContendedAdvanceOnce {
     async fn record_attempt(
         &self,
         delivery_key: &str,
-        expected: &feedsafe::fingerprint::Fingerprint,
+        expected: &feedsafe::domain::fingerprint::Fingerprint,
         count: bool,
         now: Timestamp,
     ) -> Result<feedsafe::ports::AttemptProbe, feedsafe::ports::StoreError> {
@@ -650,7 +650,7 @@ impl feedsafe::ports::EvidenceStore for ContendedAdvanceOnce {
 
     async fn observation_exists(
         &self,
-        id: &feedsafe::ids::ObservationId,
+        id: &feedsafe::domain::ids::ObservationId,
     ) -> Result<bool, feedsafe::ports::StoreError> {
         self.inner.observation_exists(id).await
     }
@@ -664,8 +664,8 @@ impl feedsafe::ports::EvidenceStore for ContendedAdvanceOnce {
 
     async fn correction_rules(
         &self,
-        source: &feedsafe::model::SourceRef,
-    ) -> Result<feedsafe::model::CorrectionRules, feedsafe::ports::StoreError> {
+        source: &feedsafe::domain::model::SourceRef,
+    ) -> Result<feedsafe::domain::model::CorrectionRules, feedsafe::ports::StoreError> {
         feedsafe::ports::EvidenceStore::correction_rules(self.inner.as_ref(), source).await
     }
 }
@@ -803,7 +803,7 @@ impl feedsafe::projection::ProjectionStore for RecordingProjection {
 
     async fn items_of_source(
         &self,
-        source: &feedsafe::model::SourceRef,
+        source: &feedsafe::domain::model::SourceRef,
     ) -> Result<Vec<String>, feedsafe::ports::StoreError> {
         self.inner.items_of_source(source).await
     }

@@ -8,7 +8,7 @@ use feedsafe::aws::AwsClients;
 use feedsafe::corrections::CorrectionService;
 use feedsafe::lambda::{handle_sweep_schedule, init_tracing};
 use feedsafe::ports::{NoFaults, SystemClock};
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::timestamp::Timestamp;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 

@@ -240,7 +240,7 @@ pub fn request_event(
     request: &IncomingRequest<'_>,
     principal: Option<&Principal>,
 ) -> Result<ApiGatewayV2httpRequest> {
-    let now = feedsafe::timestamp::Timestamp::now();
+    let now = feedsafe::domain::timestamp::Timestamp::now();
     let request_id = format!("local-{:08}", REQUESTS.fetch_add(1, Ordering::Relaxed));
     let mut query: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in form_urlencoded::parse(request.raw_query.as_bytes()) {
@@ -258,7 +258,7 @@ pub fn request_event(
     let (body, base64) = match (request.body.is_empty(), text_body) {
         (true, _) => (Value::Null, false),
         (false, Some(text)) => (json!(text), false),
-        (false, None) => (json!(feedsafe::hashing::base64_encode(request.body)), true),
+        (false, None) => (json!(feedsafe::domain::hashing::base64_encode(request.body)), true),
     };
     let mut context = json!({
         "accountId": "000000000000",
@@ -436,7 +436,7 @@ mod tests {
             ("authorization".to_owned(), "Bearer x".to_owned()),
         ]);
         let principal = Principal {
-            tenant: feedsafe::ids::TenantId::parse("demo").unwrap(),
+            tenant: feedsafe::domain::ids::TenantId::parse("demo").unwrap(),
             scopes: vec!["offers:read".into()],
             subject: Some("agent-7".into()),
         };

@@ -100,7 +100,7 @@ impl Client {
             "data": {"offers": [offer("AX-440-R2", quantity, "820.00", at)]}
         })
         .to_string();
-        let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+        let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
         let webhook_id = format!("msg-{event_id}-{quantity}");
         let signature = feedsafe::webhook::sign(&secret, &webhook_id, now, body.as_bytes());
         let url = format!("{}/v1/webhooks/acme-events", self.api);
@@ -387,7 +387,7 @@ pub async fn run() -> Result<()> {
         Ok(())
     })
     .await??;
-    let tenant = feedsafe::ids::TenantId::parse("demo")?;
+    let tenant = feedsafe::domain::ids::TenantId::parse("demo")?;
     let entry = {
         let start = Instant::now();
         loop {

@@ -125,7 +125,7 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
-use feedsafe::hashing::sha256_hex;
+use feedsafe::domain::hashing::sha256_hex;
 
 /// The function host, started and killed as a child process.
 struct Host {
@@ -235,7 +235,7 @@ fn offer(sku: &str, quantity: u64, at: &str) -> Value {
 }
 
 fn at(second: u64) -> String {
-    feedsafe::timestamp::Timestamp::from_unix_seconds(1_795_000_000 + second as i64)
+    feedsafe::domain::timestamp::Timestamp::from_unix_seconds(1_795_000_000 + second as i64)
         .map(|t| t.to_rfc3339())
         .unwrap_or_default()
 }
@@ -278,7 +278,7 @@ fn post_webhook(
     let url = format!("{api}/v1/webhooks/{WEBHOOKS}");
     loop {
         attempts.fetch_add(1, Ordering::Relaxed);
-        let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+        let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
         let signature = feedsafe::webhook::sign(secret, webhook_id, now, body);
         let answer = agent
             .post(&url)

@@ -244,7 +244,7 @@ fn s3_event(
         "eventVersion": "2.1",
         "eventSource": "aws:s3",
         "awsRegion": feedsafe::aws::LOCAL_REGION,
-        "eventTime": feedsafe::timestamp::Timestamp::now().to_rfc3339(),
+        "eventTime": feedsafe::domain::timestamp::Timestamp::now().to_rfc3339(),
         "eventName": "ObjectCreated:Put",
         "userIdentity": {"principalId": "local"},
         "requestParameters": {"sourceIPAddress": "127.0.0.1"},

@@ -342,18 +342,18 @@ fn control(state: &Shared, connector: &str, action: &str, body: &[u8]) -> Respon
 mod tests {
     use super::*;
     use async_trait::async_trait;
-    use feedsafe::connector::{
+    use feedsafe::domain::connector::{
         ConnectorConfig, IdentityRule, PayloadFormat, Publication, PullSettings,
         DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_HORIZON_DAYS, DEFAULT_MAX_BODY_BYTES,
     };
-    use feedsafe::envelope::DeliveryEnvelope;
-    use feedsafe::fingerprint::CanonicalizationRule;
-    use feedsafe::ids::{ConnectorId, SourceAccount, TenantId};
+    use feedsafe::domain::envelope::DeliveryEnvelope;
+    use feedsafe::domain::fingerprint::CanonicalizationRule;
+    use feedsafe::domain::ids::{ConnectorId, SourceAccount, TenantId};
     use feedsafe::intake::{ClaimStore, DeliveryQueue, QueueError, StoredClaim};
-    use feedsafe::model::{Run, RunStart};
+    use feedsafe::domain::model::{Run, RunStart};
     use feedsafe::poller::{HttpExportSource, PullReport, PullService, RunLedger};
     use feedsafe::ports::{Clock, ConnectorDirectory, StoreError};
-    use feedsafe::timestamp::Timestamp;
+    use feedsafe::domain::timestamp::Timestamp;
 
     // In-memory ports of the poller (the shared crate's own test fakes are private to it).
 

@@ -6,9 +6,9 @@
 //! when asked) see the asynchrony the deployed system lives with. Base-table reads stay
 //! strongly consistent, exactly as they are in AWS.
 
-use feedsafe::connector::ConnectorConfig;
-use feedsafe::ids::{ConnectorId, ObservationId, TenantId};
-use feedsafe::model::{
+use feedsafe::domain::connector::ConnectorConfig;
+use feedsafe::domain::ids::{ConnectorId, ObservationId, TenantId};
+use feedsafe::domain::model::{
     CorrectionRules, Observation, ReplayRecord, Run, RunPages, SourceQuarantine, SourceRef,
 };
 use feedsafe::ports::{Clock, StoreError};

@@ -27,7 +27,7 @@ use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
-use feedsafe::connector::ConnectorConfig;
+use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::drops::DropService;
 use crate::fake_supplier::{FakeSupplier, FakeSupplierHandle};
 use feedsafe::ingest::IngestService;
@@ -76,7 +76,7 @@ pub fn load_tokens(path: &Path) -> Result<HashMap<String, Principal>> {
     file.tokens
         .into_iter()
         .map(|(token, e)| {
-            let tenant = feedsafe::ids::TenantId::parse(&e.tenant)?;
+            let tenant = feedsafe::domain::ids::TenantId::parse(&e.tenant)?;
             Ok((
                 token,
                 Principal {
@@ -677,7 +677,7 @@ async fn scheduler(
             last_sweep = tokio::time::Instant::now();
             if let Err(e) = services
                 .evidence
-                .sweep_runs(feedsafe::timestamp::Timestamp::now())
+                .sweep_runs(feedsafe::domain::timestamp::Timestamp::now())
                 .await
             {
                 warn!(error = %e, "sweep failed");
@@ -697,10 +697,10 @@ async fn scheduler(
 }
 
 /// Connectors seeded with pull settings (the local stack knows its seed file).
-async fn pull_connectors(services: &Services) -> Vec<feedsafe::ids::ConnectorId> {
+async fn pull_connectors(services: &Services) -> Vec<feedsafe::domain::ids::ConnectorId> {
     let mut out = Vec::new();
     for id in ["acme-eu"] {
-        if let Ok(id) = feedsafe::ids::ConnectorId::parse(id) {
+        if let Ok(id) = feedsafe::domain::ids::ConnectorId::parse(id) {
             if let Ok(Some(config)) =
                 feedsafe::ports::ConnectorDirectory::connector(services.evidence.as_ref(), &id)
                     .await

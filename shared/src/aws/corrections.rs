@@ -21,13 +21,13 @@ use super::dynamo::{
     SK_OBSERVATION, SK_SOURCE_QUARANTINE,
 };
 use crate::corrections::{CorrectionStore, Reattribution, Reattributor, Recorded};
-use crate::ids::ObservationId;
-use crate::model::{
+use crate::domain::ids::ObservationId;
+use crate::domain::model::{
     CorrectionRules, IdentityCorrection, SourceQuarantine, SourceQuarantineEvent, SourceRef,
     SupersessionRecord, SweepRecord,
 };
 use crate::ports::StoreError;
-use crate::timestamp::Timestamp;
+use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};

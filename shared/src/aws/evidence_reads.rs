@@ -8,16 +8,16 @@ use super::dynamo::{
     unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2, OPEN_RUN_SHARDS,
     RUN_PAGE_SK_PREFIX, SK_OBSERVATION, SK_RUN, SK_SOURCE_QUARANTINE,
 };
-use crate::connector::ConnectorConfig;
-use crate::hashing::{base64_decode, base64_encode};
-use crate::ids::{ConnectorId, ObservationId, TenantId};
-use crate::model::{
+use crate::domain::connector::ConnectorConfig;
+use crate::domain::hashing::{base64_decode, base64_encode};
+use crate::domain::ids::{ConnectorId, ObservationId, TenantId};
+use crate::domain::model::{
     CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
     RunStart, RunStatus, SourceQuarantine, SourceRef, MAX_LISTED_MISSING_PAGES,
 };
 use crate::ports::{ConnectorDirectory, StoreError};
 use crate::projection::{EvidenceReads, HistoryPage, ProjectorWrites, SourceState};
-use crate::timestamp::Timestamp;
+use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -310,7 +310,7 @@ impl DynamoEvidenceStore {
     pub async fn quarantine_list(
         &self,
         tenant: &TenantId,
-    ) -> Result<Vec<crate::model::QuarantineEntry>, StoreError> {
+    ) -> Result<Vec<crate::domain::model::QuarantineEntry>, StoreError> {
         let entries = self
             .quarantine_list_with_resolution::<serde_json::Value>(tenant)
             .await?;
@@ -566,7 +566,7 @@ impl DynamoEvidenceStore {
     pub async fn quarantine_entry_with_resolution<R: serde::de::DeserializeOwned>(
         &self,
         id: &str,
-    ) -> Result<Option<(crate::model::QuarantineEntry, Option<R>)>, StoreError> {
+    ) -> Result<Option<(crate::domain::model::QuarantineEntry, Option<R>)>, StoreError> {
         let out = self
             .client()
             .get_item()
@@ -587,7 +587,7 @@ impl DynamoEvidenceStore {
     pub async fn quarantine_list_with_resolution<R: serde::de::DeserializeOwned>(
         &self,
         tenant: &TenantId,
-    ) -> Result<Vec<(crate::model::QuarantineEntry, Option<R>)>, StoreError> {
+    ) -> Result<Vec<(crate::domain::model::QuarantineEntry, Option<R>)>, StoreError> {
         let mut entries = Vec::new();
         let mut start = None;
         loop {
@@ -618,7 +618,7 @@ impl DynamoEvidenceStore {
 
 fn split_resolution<R: serde::de::DeserializeOwned>(
     mut item: Item,
-) -> Result<(crate::model::QuarantineEntry, Option<R>), StoreError> {
+) -> Result<(crate::domain::model::QuarantineEntry, Option<R>), StoreError> {
     let resolution = item
         .remove("resolution")
         .map(|value| {

@@ -1,6 +1,6 @@
 //! The raw archive in S3: write-once objects under deterministic keys, verified by SHA-256.
 
-use crate::hashing::{base64_encode, hex, sha256};
+use crate::domain::hashing::{base64_encode, hex, sha256};
 use crate::ports::{ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite};
 use async_trait::async_trait;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};

@@ -226,7 +226,7 @@ impl SourceDeliveryId {
         let bytes: Vec<&[u8]> = fields.iter().map(|f| f.as_bytes()).collect();
         let text = format!(
             "{prefix}{}",
-            crate::hashing::hex(&crate::hashing::sha256_fields(&bytes))
+            crate::domain::hashing::hex(&crate::domain::hashing::sha256_fields(&bytes))
         );
         // A short ASCII prefix plus 64 hex digits always passes `delivery_char` and the length.
         Self(text)
@@ -306,22 +306,22 @@ impl ObservationId {
 
     /// `derive` from the delivery key's text (`{tenant}/{connector}/{account}/{id}`).
     pub fn derive_for(delivery_key: &str, epoch: u32, row_index: usize) -> Self {
-        let digest = crate::hashing::sha256(
+        let digest = crate::domain::hashing::sha256(
             format!("observation\n{delivery_key}\n{epoch}\n{row_index}").as_bytes(),
         );
         Self(format!(
             "obs_{}",
-            crate::hashing::base32_lower(&digest[..16])
+            crate::domain::hashing::base32_lower(&digest[..16])
         ))
     }
 
     /// The id of the observation that replaces `old` under identity correction `correction_id`.
     pub fn derive_superseding(old: &ObservationId, correction_id: &str) -> Self {
         let digest =
-            crate::hashing::sha256(format!("supersede\n{old}\n{correction_id}").as_bytes());
+            crate::domain::hashing::sha256(format!("supersede\n{old}\n{correction_id}").as_bytes());
         Self(format!(
             "obs_{}",
-            crate::hashing::base32_lower(&digest[..16])
+            crate::domain::hashing::base32_lower(&digest[..16])
         ))
     }
 

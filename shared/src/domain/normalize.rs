@@ -1,14 +1,14 @@
 //! Supplier payloads -> normalized rows. Every row must be valid or the whole delivery is refused:
 //! a page is evidence as a unit, and storing part of it would misstate what the source said.
 
-use crate::canonical_json;
-use crate::connector::PayloadFormat;
-use crate::currency::is_iso4217_currency;
-use crate::fingerprint::CanonicalizationRule;
-use crate::item::CanonicalItem;
-use crate::money::Price;
-use crate::reject::{RejectCode, Rejection};
-use crate::timestamp::Timestamp;
+use crate::domain::canonical_json;
+use crate::domain::connector::PayloadFormat;
+use crate::domain::currency::is_iso4217_currency;
+use crate::domain::fingerprint::CanonicalizationRule;
+use crate::domain::item::CanonicalItem;
+use crate::domain::money::Price;
+use crate::domain::reject::{RejectCode, Rejection};
+use crate::domain::timestamp::Timestamp;
 use serde_json::{Map, Value};
 
 /// One source claim about one item, before it gets its delivery-scoped identity.

@@ -1,7 +1,7 @@
 //! Connector configuration: who a feed belongs to and the rules its deliveries are judged by.
 
-use crate::fingerprint::CanonicalizationRule;
-use crate::ids::{ConnectorId, SourceAccount, TenantId};
+use crate::domain::fingerprint::CanonicalizationRule;
+use crate::domain::ids::{ConnectorId, SourceAccount, TenantId};
 use serde::{Deserialize, Serialize};
 
 /// The supplier payload shapes the normalizer understands.

@@ -1,11 +1,11 @@
 //! The versioned delivery envelope every producer (webhook, poller, file drop) puts on the ingest
 //! queue. It is part of the external contract: see docs/envelope.md.
 
-use crate::ids::{
+use crate::domain::ids::{
     ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceAccount, SourceDeliveryId, TenantId,
 };
-use crate::reject::{RejectCode, Rejection};
-use crate::timestamp::Timestamp;
+use crate::domain::reject::{RejectCode, Rejection};
+use crate::domain::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 
 pub const ENVELOPE_VERSION: u32 = 1;
@@ -140,7 +140,7 @@ impl DeliveryEnvelope {
             content_type: content_type.to_owned(),
             run,
             body: BodyRef::Inline {
-                base64: crate::hashing::base64_encode(body),
+                base64: crate::domain::hashing::base64_encode(body),
             },
         }
     }

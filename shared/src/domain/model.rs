@@ -1,15 +1,15 @@
 //! The stored records: replay record, observation, quarantine entry, run page update.
 //! Field names here are the stored attribute names (docs/item-schema.md).
 
-use crate::connector::PayloadFormat;
-use crate::envelope::RunPage;
-use crate::fingerprint::Fingerprint;
-use crate::ids::{
+use crate::domain::connector::PayloadFormat;
+use crate::domain::envelope::RunPage;
+use crate::domain::fingerprint::Fingerprint;
+use crate::domain::ids::{
     ConnectorId, IdentityStrength, ObservationId, RunId, SourceAccount, SourceDeliveryId, TenantId,
 };
-use crate::item::CanonicalItem;
-use crate::money::Price;
-use crate::timestamp::Timestamp;
+use crate::domain::item::CanonicalItem;
+use crate::domain::money::Price;
+use crate::domain::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// Observations are stored in chunks of this many so that a chunk, the replay-record action and
@@ -198,7 +198,7 @@ pub struct QuarantineEntry {
     pub kind: QuarantineKind,
     pub reason_code: String,
     pub message: String,
-    /// [`crate::ids::UNREADABLE_ENVELOPE_TENANT`] when the envelope was unreadable.
+    /// [`crate::domain::ids::UNREADABLE_ENVELOPE_TENANT`] when the envelope was unreadable.
     pub tenant: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connector: Option<String>,

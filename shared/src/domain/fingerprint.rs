@@ -1,7 +1,7 @@
 //! Payload fingerprints under declared, versioned canonicalization rules.
 
-use crate::canonical_json::{self, CanonicalJsonError};
-use crate::hashing::sha256_hex;
+use crate::domain::canonical_json::{self, CanonicalJsonError};
+use crate::domain::hashing::sha256_hex;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
