@@ -5,7 +5,7 @@
 use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
 use crate::domain::ids::{ConnectorId, DeliveryKey, IdentityStrength, SourceDeliveryId};
 use crate::intake::{DeliveryQueue, QueueError};
-use crate::ports::{Clock, ConnectorDirectory, StoreError};
+use crate::protocols::ports::{Clock, ConnectorDirectory, StoreError};
 use std::sync::Arc;
 use tracing::{info, warn};
 
@@ -123,7 +123,7 @@ pub async fn handle_s3_event(
                 object
                     .key
                     .as_deref()
-                    .map(|k| crate::http::percent_decode(k, true))
+                    .map(|k| crate::protocols::http::percent_decode(k, true))
             })
             .unwrap_or_default();
         let dropped = DroppedObject {
@@ -197,7 +197,7 @@ mod tests {
 
     /// S3 event keys are URL-encoded with `+` for spaces.
     fn url_decode(text: &str) -> String {
-        crate::http::percent_decode(text, true)
+        crate::protocols::http::percent_decode(text, true)
     }
 
     #[test]

@@ -3,8 +3,8 @@
 
 use crate::domain::connector::ConnectorConfig;
 use crate::domain::ids::ConnectorId;
-use crate::ingest::{IngestOutcome, IngestService};
-use crate::ports::{ConnectorDirectory, StoreError};
+use crate::protocols::ingest::{IngestOutcome, IngestService};
+use crate::protocols::ports::{ConnectorDirectory, StoreError};
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use std::collections::HashMap;
@@ -166,7 +166,7 @@ impl ConnectorDirectory for CachedConnectors {
 /// cannot be applied, it is reported (the event source then retries from it, and everything
 /// before it is done).
 pub async fn handle_stream_batch(
-    projector: &crate::projection::Projector,
+    projector: &crate::protocols::projection::Projector,
     event: aws_lambda_events::event::dynamodb::Event,
 ) -> aws_lambda_events::event::streams::DynamoDbEventResponse {
     let mut response = aws_lambda_events::event::streams::DynamoDbEventResponse::default();
@@ -222,7 +222,7 @@ pub async fn handle_stream_batch(
 /// Tenant and scopes from the API Gateway JWT authorizer (claim `tenant`, token scopes).
 pub fn principal_from_apigw(
     request: &aws_lambda_events::event::apigw::ApiGatewayV2httpRequest,
-) -> Option<crate::query::Principal> {
+) -> Option<crate::protocols::query::Principal> {
     let jwt = request.request_context.authorizer.as_ref()?.jwt.as_ref()?;
     let tenant = jwt
         .claims
@@ -233,7 +233,7 @@ pub fn principal_from_apigw(
         scopes.extend(scope.split(' ').map(str::to_owned));
     }
     let subject = jwt.claims.get("sub").cloned();
-    Some(crate::query::Principal {
+    Some(crate::protocols::query::Principal {
         tenant,
         scopes,
         subject,
@@ -242,12 +242,12 @@ pub fn principal_from_apigw(
 
 /// The query function: API Gateway HTTP API (payload 2.0) -> read routes -> JSON.
 pub async fn handle_apigw_read(
-    service: &crate::query::QueryService,
+    service: &crate::protocols::query::QueryService,
     request: aws_lambda_events::event::apigw::ApiGatewayV2httpRequest,
 ) -> aws_lambda_events::event::apigw::ApiGatewayV2httpResponse {
-    let http = crate::http::HttpRequest {
+    let http = crate::protocols::http::HttpRequest {
         method: request.request_context.http.method.to_string(),
-        path: crate::http::percent_decode(request.raw_path.as_deref().unwrap_or_default(), false),
+        path: crate::protocols::http::percent_decode(request.raw_path.as_deref().unwrap_or_default(), false),
         query: request
             .query_string_parameters
             .iter()
@@ -256,7 +256,7 @@ pub async fn handle_apigw_read(
         principal: principal_from_apigw(&request),
     };
     let response =
-        crate::http::handle_read(service, http, crate::domain::timestamp::Timestamp::now()).await;
+        crate::protocols::http::handle_read(service, http, crate::domain::timestamp::Timestamp::now()).await;
     let mut out = aws_lambda_events::event::apigw::ApiGatewayV2httpResponse::default();
     out.status_code = i64::from(response.status);
     out.headers.insert(
@@ -314,7 +314,7 @@ pub enum SweepError {
     #[error(transparent)]
     Runs(#[from] StoreError),
     #[error(transparent)]
-    Corrections(#[from] crate::corrections::CorrectionError),
+    Corrections(#[from] crate::protocols::corrections::CorrectionError),
 }
 
 /// What one sweep settled.
@@ -330,7 +330,7 @@ pub struct SweepReport {
 /// deadline at `now` and completes the identity corrections whose settling is due.
 pub async fn handle_sweep_schedule(
     store: &crate::aws::dynamo::DynamoEvidenceStore,
-    corrections: &crate::corrections::CorrectionService,
+    corrections: &crate::protocols::corrections::CorrectionService,
     now: crate::domain::timestamp::Timestamp,
 ) -> Result<SweepReport, SweepError> {
     let runs = store.sweep_runs(now).await?;

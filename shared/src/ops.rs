@@ -35,10 +35,10 @@
 use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::aws::s3::S3ArtifactStore;
 use crate::domain::canonical_json::{parse_document, JsonValue};
-use crate::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
+use crate::protocols::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
 use crate::domain::envelope::{BodyRef, DeliveryEnvelope, DeliveryIdentity, ENVELOPE_VERSION};
 use crate::domain::hashing::base64_decode;
-use crate::http::HttpResponse;
+use crate::protocols::http::HttpResponse;
 use crate::domain::ids::{
     ConnectorId, DeliveryKey, IdentityStrength, ObservationId, RunId, SourceAccount,
     SourceDeliveryId, TenantId,
@@ -46,13 +46,13 @@ use crate::domain::ids::{
 use crate::intake::DeliveryQueue;
 use crate::domain::item::CanonicalItem;
 use crate::domain::model::{QuarantineEntry, QuarantineKind, SourceRef, QUARANTINE_OPEN};
-use crate::operations::{
+use crate::protocols::operations::{
     lift_source_quarantine, quarantine_source, source_quarantine_view, OperationError,
 };
 use crate::poller::{PullError, PullService};
-use crate::ports::{ArtifactError, ArtifactStore, Clock, ConnectorDirectory, StoreError};
-use crate::projection::EvidenceReads;
-use crate::query::Principal;
+use crate::protocols::ports::{ArtifactError, ArtifactStore, Clock, ConnectorDirectory, StoreError};
+use crate::protocols::projection::EvidenceReads;
+use crate::protocols::query::Principal;
 use crate::domain::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -399,7 +399,7 @@ impl OpsService {
             evidence.clone(),
             evidence.clone(),
             clock.clone(),
-            Arc::new(crate::ports::NoFaults),
+            Arc::new(crate::protocols::ports::NoFaults),
         );
         Self {
             evidence,
@@ -1018,7 +1018,7 @@ impl OpsService {
         &self,
         principal: &Principal,
         id: &str,
-    ) -> Result<crate::corrections::CorrectionView, OpsError> {
+    ) -> Result<crate::protocols::corrections::CorrectionView, OpsError> {
         let not_found = || OpsError::NotFound(format!("correction {id} not found"));
         if !id.starts_with("corr_")
             || id.len() > 64
@@ -1323,7 +1323,7 @@ pub async fn handle_apigw_ops(
         Ok(body) => {
             let ops = OpsRequest {
                 method: request.request_context.http.method.to_string(),
-                path: crate::http::percent_decode(
+                path: crate::protocols::http::percent_decode(
                     request.raw_path.as_deref().unwrap_or_default(),
                     false,
                 ),
@@ -1823,7 +1823,7 @@ mod tests {
     #[test]
     fn paths_are_percent_decoded_without_turning_plus_into_space() {
         assert_eq!(
-            crate::http::percent_decode("/v1/deliveries/demo/acme-eu/ACC-1/EXP%2F2+x%3A", false),
+            crate::protocols::http::percent_decode("/v1/deliveries/demo/acme-eu/ACC-1/EXP%2F2+x%3A", false),
             "/v1/deliveries/demo/acme-eu/ACC-1/EXP/2+x:"
         );
     }

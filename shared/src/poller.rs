@@ -15,7 +15,7 @@ use crate::domain::hashing::{hex, sha256_fields};
 use crate::domain::ids::{ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceDeliveryId};
 use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
 use crate::domain::model::{Run, RunStart, RunStatus};
-use crate::ports::{Clock, ConnectorDirectory, StoreError};
+use crate::protocols::ports::{Clock, ConnectorDirectory, StoreError};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

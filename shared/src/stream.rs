@@ -6,8 +6,8 @@ use crate::domain::model::{
     Observation, ProjectionWork, ReplayRecord, ReplayState, Run, RunPageRecord, RunStatus,
     SourceQuarantine,
 };
-use crate::ports::StoreError;
-use crate::projection::EvidenceChange;
+use crate::protocols::ports::StoreError;
+use crate::protocols::projection::EvidenceChange;
 use serde::Deserialize;
 
 #[derive(Deserialize)]

@@ -10,10 +10,10 @@
 
 use crate::domain::connector::{ConnectorConfig, IdentityRule, PayloadFormat};
 use crate::domain::hashing::{base64_decode, base64_encode, sha256_hex};
-use crate::http::HttpResponse;
+use crate::protocols::http::HttpResponse;
 use crate::domain::ids::{ConnectorId, DeliveryKey, FallbackFields, IdentityStrength, SourceDeliveryId};
 use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
-use crate::ports::{Clock, ConnectorDirectory, StoreError};
+use crate::protocols::ports::{Clock, ConnectorDirectory, StoreError};
 use async_trait::async_trait;
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use hmac::{Hmac, KeyInit, Mac};

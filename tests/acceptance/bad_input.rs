@@ -3,7 +3,7 @@
 use acceptance::*;
 use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::domain::envelope::{BodyRef, DeliveryEnvelope};
-use feedsafe::ingest::IngestOutcome;
+use feedsafe::protocols::ingest::IngestOutcome;
 use feedsafe::domain::model::QuarantineKind;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -140,15 +140,15 @@ async fn a_transient_failure_is_redelivered_and_lands_in_the_dlq_after_max_recei
     env.seed(&acme).await;
     let (dynamodb, _) = engine_endpoints();
     let broken = feedsafe::aws::AwsClients::local(&dynamodb, "http://127.0.0.1:9");
-    let failing = feedsafe::ingest::IngestService::new(
+    let failing = feedsafe::protocols::ingest::IngestService::new(
         env.store.clone(),
         std::sync::Arc::new(feedsafe::aws::s3::S3ArtifactStore::new(
             broken.s3,
             &env.bucket,
         )),
         env.store.clone(),
-        std::sync::Arc::new(feedsafe::ports::SystemClock),
-        std::sync::Arc::new(feedsafe::ports::NoFaults),
+        std::sync::Arc::new(feedsafe::protocols::ports::SystemClock),
+        std::sync::Arc::new(feedsafe::protocols::ports::NoFaults),
     );
     let body = export_page(
         "EXP-8821",

@@ -14,7 +14,7 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use feedsafe::domain::envelope::{BodyRef, DeliveryEnvelope};
 use feedsafe::domain::hashing::{base64_decode, sha256_hex};
 use feedsafe::domain::ids::ObservationId;
-use feedsafe::projection::EvidenceChange;
+use feedsafe::protocols::projection::EvidenceChange;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -557,7 +557,7 @@ fn stream_event_is_the_observation_of_the_sample_delivery() {
     assert_eq!(observation.artifact_sha256, sha);
     assert_eq!(
         observation.artifact_key,
-        feedsafe::ingest::artifact_key(&key, &sha)
+        feedsafe::protocols::ingest::artifact_key(&key, &sha)
     );
     assert_eq!(observation.retrieved_at, envelope.retrieved_at);
     assert_eq!(

@@ -7,9 +7,9 @@
 
 use acceptance::*;
 use feedsafe::domain::connector::ConnectorConfig;
-use feedsafe::ingest::{chunk_plan, IngestError, IngestOutcome};
+use feedsafe::protocols::ingest::{chunk_plan, IngestError, IngestOutcome};
 use feedsafe::domain::model::ReplayState;
-use feedsafe::ports::{CrashPoint, NoFaults, SystemClock};
+use feedsafe::protocols::ports::{CrashPoint, NoFaults, SystemClock};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

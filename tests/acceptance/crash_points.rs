@@ -4,9 +4,9 @@ use crate::ingest::big_page;
 use acceptance::*;
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::AwsClients;
-use feedsafe::ingest::{artifact_key, IngestError, IngestOutcome, IngestService};
+use feedsafe::protocols::ingest::{artifact_key, IngestError, IngestOutcome, IngestService};
 use feedsafe::domain::model::{ReplayRecord, ReplayState};
-use feedsafe::ports::{
+use feedsafe::protocols::ports::{
     ArtifactWrite, ChunkOutcome, ChunkWrite, CrashPoint, EvidenceStore, NoFaults, ReplayAction,
     SystemClock,
 };
@@ -146,7 +146,7 @@ async fn an_artifact_that_fails_verification_blocks_the_commit() {
     assert!(
         matches!(
             err,
-            IngestError::Artifact(feedsafe::ports::ArtifactError::Corrupt { .. })
+            IngestError::Artifact(feedsafe::protocols::ports::ArtifactError::Corrupt { .. })
         ),
         "{err:?}"
     );
@@ -375,14 +375,14 @@ async fn crash_after_a_rejection_is_recorded_records_it_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_existing_identical_artifact_is_reused_by_the_store() {
     let env = spawn_env(true).await;
-    let meta = feedsafe::ports::ArtifactMeta {
+    let meta = feedsafe::protocols::ports::ArtifactMeta {
         content_type: "application/json".into(),
         delivery_key: None,
         retrieved_at: Timestamp::now(),
     };
     let body = b"literal bytes";
     let digest = feedsafe::domain::hashing::sha256(body);
-    use feedsafe::ports::ArtifactStore;
+    use feedsafe::protocols::ports::ArtifactStore;
     assert_eq!(
         env.artifacts
             .put_verified("raw/x", body, &digest, &meta)
@@ -404,7 +404,7 @@ async fn an_existing_identical_artifact_is_reused_by_the_store() {
     let other = feedsafe::domain::hashing::sha256(b"other bytes");
     assert!(matches!(
         env.artifacts.verify("raw/x", &other).await,
-        Err(feedsafe::ports::ArtifactError::Corrupt { .. })
+        Err(feedsafe::protocols::ports::ArtifactError::Corrupt { .. })
     ));
     assert_eq!(env.object_versions("raw/x").await.len(), 1);
 }
@@ -432,12 +432,12 @@ async fn a_resume_that_backs_off_and_probes_again_counts_its_delivery_once() {
 
     // The second delivery of the message resumes, meets a conflict once, backs off, re-probes.
     let contended = ContendedAdvanceOnce::new(env.store.clone());
-    let service = feedsafe::ingest::IngestService::new(
+    let service = feedsafe::protocols::ingest::IngestService::new(
         contended,
         env.artifacts.clone(),
         env.store.clone(),
         Arc::new(SystemClock),
-        Arc::new(feedsafe::ports::NoFaults),
+        Arc::new(feedsafe::protocols::ports::NoFaults),
     );
     let outcome = service
         .ingest_message(&envelope)

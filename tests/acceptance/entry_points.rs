@@ -10,11 +10,11 @@ use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::domain::connector::ConnectorConfig;
-use feedsafe::corrections::CorrectionService;
+use feedsafe::protocols::corrections::CorrectionService;
 use feedsafe::domain::envelope::DeliveryEnvelope;
 use local_stack::fake_supplier::{FakeSupplier, FakeSupplierHandle};
 use feedsafe::domain::ids::{ConnectorId, RunId};
-use feedsafe::ingest::IngestService;
+use feedsafe::protocols::ingest::IngestService;
 use feedsafe::lambda::{
     handle_apigw_read, handle_pull_schedule, handle_sqs_batch, handle_stream_batch,
     handle_sweep_schedule, CachedConnectors,
@@ -22,9 +22,9 @@ use feedsafe::lambda::{
 use feedsafe::domain::model::{ReplayState, Run, RunStatus};
 use feedsafe::ops::{handle_apigw_ops, OpsService, RawArchive};
 use feedsafe::poller::{HttpExportSource, PullService};
-use feedsafe::ports::{Clock, NoFaults, SystemClock};
-use feedsafe::projection::{ProjectionStore, Projector};
-use feedsafe::query::{observation_json, QueryService};
+use feedsafe::protocols::ports::{Clock, NoFaults, SystemClock};
+use feedsafe::protocols::projection::{ProjectionStore, Projector};
+use feedsafe::protocols::query::{observation_json, QueryService};
 use feedsafe::domain::timestamp::Timestamp;
 use feedsafe::webhook::{handle_apigw_webhook, SecretsManagerSecrets, WebhookService};
 use serde_json::{json, Value};

@@ -4,9 +4,9 @@ use acceptance::*;
 use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::domain::fingerprint::CanonicalizationRule;
-use feedsafe::ingest::{IngestOutcome, IngestService};
+use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
 use feedsafe::domain::model::{DedupConfidence, ReplayState};
-use feedsafe::ports::{NoFaults, OffsetClock};
+use feedsafe::protocols::ports::{NoFaults, OffsetClock};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::Barrier;
@@ -18,14 +18,14 @@ async fn ingest(service: &IngestService, envelope: &[u8]) -> IngestOutcome {
         .expect("ingest settles")
 }
 
-fn committed(outcome: IngestOutcome) -> feedsafe::ingest::DeliveryResult {
+fn committed(outcome: IngestOutcome) -> feedsafe::protocols::ingest::DeliveryResult {
     match outcome {
         IngestOutcome::Committed(r) => r,
         other => panic!("expected committed, got {other:?}"),
     }
 }
 
-fn replayed(outcome: IngestOutcome) -> feedsafe::ingest::DeliveryResult {
+fn replayed(outcome: IngestOutcome) -> feedsafe::protocols::ingest::DeliveryResult {
     match outcome {
         IngestOutcome::Replayed(r) => r,
         other => panic!("expected replayed, got {other:?}"),

@@ -18,17 +18,17 @@
 use acceptance::model::{delivery_key, Ids, Layout, Model, Outcome, Payload, Row, Source};
 use acceptance::*;
 use feedsafe::domain::connector::ConnectorConfig;
-use feedsafe::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
+use feedsafe::protocols::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
 use feedsafe::domain::envelope::DeliveryEnvelope;
 use feedsafe::domain::fingerprint::CanonicalizationRule;
 use feedsafe::domain::ids::{ConnectorId, SourceAccount};
-use feedsafe::ingest::{IngestOutcome, IngestService};
+use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::{CorrectionKind, SourceRef};
 use feedsafe::ops::{handle_ops, OpsRequest, OpsService, RawArchive};
-use feedsafe::ports::{Clock, CrashPoint, Faults, NoFaults};
-use feedsafe::projection::{ProjectionKey, ProjectionStore, Projector};
-use feedsafe::query::{Principal, QueryService};
+use feedsafe::protocols::ports::{Clock, CrashPoint, Faults, NoFaults};
+use feedsafe::protocols::projection::{ProjectionKey, ProjectionStore, Projector};
+use feedsafe::protocols::query::{Principal, QueryService};
 use feedsafe::domain::timestamp::Timestamp;
 use proptest::prelude::*;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
@@ -72,7 +72,7 @@ impl Ids for SystemIds {
         } else {
             CorrectionKind::Correct
         };
-        feedsafe::corrections::correction_id(
+        feedsafe::protocols::corrections::correction_id(
             &source_ref(source),
             &item_key(from),
             &CanonicalItem::parse_key(to).expect("item"),
@@ -596,7 +596,7 @@ impl System {
         )
         .to_json()
         .into_bytes();
-        let settled = |o: Result<IngestOutcome, feedsafe::ingest::IngestError>| match o {
+        let settled = |o: Result<IngestOutcome, feedsafe::protocols::ingest::IngestError>| match o {
             Ok(IngestOutcome::Rejected(r)) => panic!("rejected: {r:?}"),
             Ok(_) => {}
             Err(e) => panic!("delivery failed: {e}"),
@@ -876,7 +876,7 @@ impl StateMachineTest for ModelTest {
                     }
                 }
                 Step::Quarantine(source) => {
-                    let _ = feedsafe::operations::quarantine_source(
+                    let _ = feedsafe::protocols::operations::quarantine_source(
                         &system.env.store,
                         &source_ref(*source),
                         "model",
@@ -886,7 +886,7 @@ impl StateMachineTest for ModelTest {
                     .await;
                 }
                 Step::Lift(source) => {
-                    let _ = feedsafe::operations::lift_source_quarantine(
+                    let _ = feedsafe::protocols::operations::lift_source_quarantine(
                         &system.env.store,
                         &source_ref(*source),
                         "model",
@@ -954,7 +954,7 @@ impl StateMachineTest for ModelTest {
                                 item: item_key(part),
                                 source: source_ref(source),
                             };
-                            let strip = |o: Option<feedsafe::projection::ProjectedOffer>| {
+                            let strip = |o: Option<feedsafe::protocols::projection::ProjectedOffer>| {
                                 o.map(|o| (o.basis, o.source_quarantined))
                             };
                             assert_eq!(

@@ -504,8 +504,8 @@ async fn an_operator_reviews_a_mismatch_and_accepts_it_as_a_new_delivery_without
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_quarantine_diff_compares_with_the_payload_judged_against_not_a_later_epoch() {
-    use feedsafe::ingest::IngestOutcome;
-    use feedsafe::ports::{NoFaults, OffsetClock};
+    use feedsafe::protocols::ingest::IngestOutcome;
+    use feedsafe::protocols::ports::{NoFaults, OffsetClock};
     use std::sync::Arc;
 
     // No TTL: the expired record must still be present when the key comes back.

@@ -2,14 +2,14 @@
 
 use acceptance::*;
 use feedsafe::domain::connector::Publication;
-use feedsafe::corrections::CorrectionRequest;
+use feedsafe::protocols::corrections::CorrectionRequest;
 use feedsafe::domain::envelope::{DeliveryEnvelope, RunPage};
 use feedsafe::domain::ids::{RunId, SourceAccount};
-use feedsafe::ingest::{IngestOutcome, IngestService};
+use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::{Run, RunStatus, SourceRef};
-use feedsafe::operations::quarantine_source;
-use feedsafe::projection::ProjectionStore;
+use feedsafe::protocols::operations::quarantine_source;
+use feedsafe::protocols::projection::ProjectionStore;
 use feedsafe::domain::timestamp::Timestamp;
 use serde_json::Value;
 use std::sync::Arc;
@@ -166,8 +166,8 @@ async fn partial_run(publication: Publication) {
             &env.bucket,
         )),
         env.store.clone(),
-        Arc::new(feedsafe::ports::SystemClock),
-        Arc::new(feedsafe::ports::NoFaults),
+        Arc::new(feedsafe::protocols::ports::SystemClock),
+        Arc::new(feedsafe::protocols::ports::NoFaults),
     );
     env.send("IngestQueue", &page(3, "P-3")).await;
     for _ in 0..60 {

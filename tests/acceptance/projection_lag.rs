@@ -3,13 +3,13 @@
 //! stream records it is given; once the lag has passed, a rebuild gives the same projection.
 
 use acceptance::*;
-use feedsafe::corrections::CorrectionRequest;
+use feedsafe::protocols::corrections::CorrectionRequest;
 use local_stack::fidelity::LaggingIndex;
-use feedsafe::ingest::IngestOutcome;
+use feedsafe::protocols::ingest::IngestOutcome;
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::SourceRef;
-use feedsafe::ports::{CrashPoint, OffsetClock};
-use feedsafe::projection::{EvidenceChange, ProjectionKey, ProjectionStore, Projector};
+use feedsafe::protocols::ports::{CrashPoint, OffsetClock};
+use feedsafe::protocols::projection::{EvidenceChange, ProjectionKey, ProjectionStore, Projector};
 use feedsafe::domain::timestamp::Timestamp;
 use serde_json::Value;
 use std::collections::BTreeSet;

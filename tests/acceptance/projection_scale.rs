@@ -5,7 +5,7 @@
 
 use acceptance::*;
 use feedsafe::domain::connector::Publication;
-use feedsafe::projection::{ProjectionStore, Projector};
+use feedsafe::protocols::projection::{ProjectionStore, Projector};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -123,8 +123,8 @@ fn rows_page(prefix: &str, from: usize, count: usize) -> Vec<serde_json::Value> 
 
 /// A bound on any one invocation: the inline budget, a few batched reads per 100 keys, and
 /// the bookkeeping of the batch's other records.
-const MAX_REQUESTS_PER_BATCH: usize = feedsafe::projection::INLINE_BUDGET as usize
-    + feedsafe::projection::INLINE_BUDGET as usize / 20
+const MAX_REQUESTS_PER_BATCH: usize = feedsafe::protocols::projection::INLINE_BUDGET as usize
+    + feedsafe::protocols::projection::INLINE_BUDGET as usize / 20
     + 200;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -3,11 +3,11 @@
 use acceptance::*;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::domain::connector::Publication;
-use feedsafe::http::{handle_read, HttpRequest};
+use feedsafe::protocols::http::{handle_read, HttpRequest};
 use local_stack::events::StreamRecordImages;
 use local_stack::resources::{create_resources, CreateOptions};
 use template_spec::{read_template, template_path};
-use feedsafe::projection::Projector;
+use feedsafe::protocols::projection::Projector;
 use feedsafe::domain::timestamp::Timestamp;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -366,7 +366,7 @@ async fn responses_carry_provenance_trust_and_freshness_and_name_the_gap() {
 
     // Errors: stable codes; another tenant sees nothing.
     let mut other = get(&format!("/v1/observations/{id}"), &[], &env);
-    other.principal = Some(feedsafe::query::Principal {
+    other.principal = Some(feedsafe::protocols::query::Principal {
         tenant: feedsafe::domain::ids::TenantId::parse("other").unwrap(),
         scopes: vec!["offers:read".into()],
         subject: None,

@@ -156,11 +156,11 @@ async fn post(url: &str, event: &Event, webhook_id: &str) -> u16 {
 /// The item's current offer from `connector`, read through the query service (the readers'
 /// route): (observed second, quantity).
 async fn current_offer(
-    query: &feedsafe::query::QueryService,
+    query: &feedsafe::protocols::query::QueryService,
     connector: &str,
     item: u64,
 ) -> Option<(i64, u64)> {
-    let reader = feedsafe::query::Principal {
+    let reader = feedsafe::protocols::query::Principal {
         tenant: feedsafe::domain::ids::TenantId::parse("demo").unwrap(),
         scopes: vec!["offers:read".into()],
         subject: None,

@@ -17,12 +17,12 @@ use feedsafe::domain::fingerprint::CanonicalizationRule;
 use feedsafe::domain::ids::{
     ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceAccount, SourceDeliveryId, TenantId,
 };
-use feedsafe::ingest::IngestService;
+use feedsafe::protocols::ingest::IngestService;
 use feedsafe::lambda::handle_sqs_batch;
 use local_stack::resources::{create_resources, CreateOptions, LocalResources};
 use template_spec::{read_template, template_path};
 use feedsafe::domain::model::{Observation, QuarantineEntry, ReplayRecord};
-use feedsafe::ports::{Clock, CrashPoint, Faults, NoFaults, SystemClock};
+use feedsafe::protocols::ports::{Clock, CrashPoint, Faults, NoFaults, SystemClock};
 use feedsafe::domain::timestamp::Timestamp;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -453,19 +453,19 @@ impl TestEnv {
         ))
     }
 
-    pub fn projector(&self) -> feedsafe::projection::Projector {
+    pub fn projector(&self) -> feedsafe::protocols::projection::Projector {
         self.projector_into(self.projection_store())
     }
 
     pub fn projector_into(
         &self,
         projection: Arc<feedsafe::aws::projection_table::DynamoProjectionStore>,
-    ) -> feedsafe::projection::Projector {
-        feedsafe::projection::Projector::new(self.store.clone(), projection, self.store.clone())
+    ) -> feedsafe::protocols::projection::Projector {
+        feedsafe::protocols::projection::Projector::new(self.store.clone(), projection, self.store.clone())
     }
 
-    pub fn query(&self) -> feedsafe::query::QueryService {
-        feedsafe::query::QueryService::new(self.store.clone(), self.projection_store())
+    pub fn query(&self) -> feedsafe::protocols::query::QueryService {
+        feedsafe::protocols::query::QueryService::new(self.store.clone(), self.projection_store())
     }
 
     pub async fn stream(&self) -> local_stack::events::StreamReader {
@@ -480,7 +480,7 @@ impl TestEnv {
     pub async fn drain(
         &self,
         stream: &mut local_stack::events::StreamReader,
-        projector: &feedsafe::projection::Projector,
+        projector: &feedsafe::protocols::projection::Projector,
     ) -> Vec<local_stack::events::StreamRecordImages> {
         let mut all = Vec::new();
         let mut quiet = 0;
@@ -510,8 +510,8 @@ impl TestEnv {
         all
     }
 
-    pub fn reader(&self) -> feedsafe::query::Principal {
-        feedsafe::query::Principal {
+    pub fn reader(&self) -> feedsafe::protocols::query::Principal {
+        feedsafe::protocols::query::Principal {
             tenant: TenantId::parse(TENANT).unwrap(),
             scopes: vec!["offers:read".into()],
             subject: None,
@@ -622,14 +622,14 @@ impl ContendedAdvanceOnce {
 }
 
 #[async_trait::async_trait]
-impl feedsafe::ports::EvidenceStore for ContendedAdvanceOnce {
+impl feedsafe::protocols::ports::EvidenceStore for ContendedAdvanceOnce {
     async fn record_attempt(
         &self,
         delivery_key: &str,
         expected: &feedsafe::domain::fingerprint::Fingerprint,
         count: bool,
         now: Timestamp,
-    ) -> Result<feedsafe::ports::AttemptProbe, feedsafe::ports::StoreError> {
+    ) -> Result<feedsafe::protocols::ports::AttemptProbe, feedsafe::protocols::ports::StoreError> {
         self.inner
             .record_attempt(delivery_key, expected, count, now)
             .await
@@ -637,13 +637,13 @@ impl feedsafe::ports::EvidenceStore for ContendedAdvanceOnce {
 
     async fn write_chunk(
         &self,
-        chunk: &feedsafe::ports::ChunkWrite,
+        chunk: &feedsafe::protocols::ports::ChunkWrite,
         now: Timestamp,
-    ) -> Result<feedsafe::ports::ChunkOutcome, feedsafe::ports::StoreError> {
-        if matches!(chunk.replay, feedsafe::ports::ReplayAction::Advance { .. })
+    ) -> Result<feedsafe::protocols::ports::ChunkOutcome, feedsafe::protocols::ports::StoreError> {
+        if matches!(chunk.replay, feedsafe::protocols::ports::ReplayAction::Advance { .. })
             && !self.fired.swap(true, Ordering::SeqCst)
         {
-            return Ok(feedsafe::ports::ChunkOutcome::Contended);
+            return Ok(feedsafe::protocols::ports::ChunkOutcome::Contended);
         }
         self.inner.write_chunk(chunk, now).await
     }
@@ -651,22 +651,22 @@ impl feedsafe::ports::EvidenceStore for ContendedAdvanceOnce {
     async fn observation_exists(
         &self,
         id: &feedsafe::domain::ids::ObservationId,
-    ) -> Result<bool, feedsafe::ports::StoreError> {
+    ) -> Result<bool, feedsafe::protocols::ports::StoreError> {
         self.inner.observation_exists(id).await
     }
 
     async fn put_quarantine(
         &self,
         entry: &QuarantineEntry,
-    ) -> Result<(), feedsafe::ports::StoreError> {
+    ) -> Result<(), feedsafe::protocols::ports::StoreError> {
         self.inner.put_quarantine(entry).await
     }
 
     async fn correction_rules(
         &self,
         source: &feedsafe::domain::model::SourceRef,
-    ) -> Result<feedsafe::domain::model::CorrectionRules, feedsafe::ports::StoreError> {
-        feedsafe::ports::EvidenceStore::correction_rules(self.inner.as_ref(), source).await
+    ) -> Result<feedsafe::domain::model::CorrectionRules, feedsafe::protocols::ports::StoreError> {
+        feedsafe::protocols::ports::EvidenceStore::correction_rules(self.inner.as_ref(), source).await
     }
 }
 
@@ -754,19 +754,19 @@ impl RecordingProjection {
 }
 
 #[async_trait::async_trait]
-impl feedsafe::projection::ProjectionStore for RecordingProjection {
+impl feedsafe::protocols::projection::ProjectionStore for RecordingProjection {
     async fn current(
         &self,
-        key: &feedsafe::projection::ProjectionKey,
-    ) -> Result<Option<feedsafe::projection::ProjectedOffer>, feedsafe::ports::StoreError> {
+        key: &feedsafe::protocols::projection::ProjectionKey,
+    ) -> Result<Option<feedsafe::protocols::projection::ProjectedOffer>, feedsafe::protocols::ports::StoreError> {
         self.inner.current(key).await
     }
 
     async fn replace(
         &self,
-        offer: &feedsafe::projection::ProjectedOffer,
+        offer: &feedsafe::protocols::projection::ProjectedOffer,
         expected: Option<&str>,
-    ) -> Result<bool, feedsafe::ports::StoreError> {
+    ) -> Result<bool, feedsafe::protocols::ports::StoreError> {
         let done = self.inner.replace(offer, expected).await?;
         if let (true, Some(before)) = (done, expected) {
             self.replaced.lock().unwrap().push((
@@ -780,9 +780,9 @@ impl feedsafe::projection::ProjectionStore for RecordingProjection {
 
     async fn remove(
         &self,
-        key: &feedsafe::projection::ProjectionKey,
+        key: &feedsafe::protocols::projection::ProjectionKey,
         expected: &str,
-    ) -> Result<bool, feedsafe::ports::StoreError> {
+    ) -> Result<bool, feedsafe::protocols::ports::StoreError> {
         let done = self.inner.remove(key, expected).await?;
         if done {
             self.removed
@@ -797,14 +797,14 @@ impl feedsafe::projection::ProjectionStore for RecordingProjection {
         &self,
         tenant: &TenantId,
         item: &str,
-    ) -> Result<Vec<feedsafe::projection::ProjectedOffer>, feedsafe::ports::StoreError> {
+    ) -> Result<Vec<feedsafe::protocols::projection::ProjectedOffer>, feedsafe::protocols::ports::StoreError> {
         self.inner.offers(tenant, item).await
     }
 
     async fn items_of_source(
         &self,
         source: &feedsafe::domain::model::SourceRef,
-    ) -> Result<Vec<String>, feedsafe::ports::StoreError> {
+    ) -> Result<Vec<String>, feedsafe::protocols::ports::StoreError> {
         self.inner.items_of_source(source).await
     }
 }
@@ -1070,10 +1070,10 @@ impl TestEnv {
     /// `reads` (e.g. a lagging index) and stopping where `faults` says.
     pub fn corrections_with(
         &self,
-        reads: Arc<dyn feedsafe::projection::EvidenceReads>,
+        reads: Arc<dyn feedsafe::protocols::projection::EvidenceReads>,
         faults: Arc<dyn Faults>,
-    ) -> feedsafe::corrections::CorrectionService {
-        feedsafe::corrections::CorrectionService::new(
+    ) -> feedsafe::protocols::corrections::CorrectionService {
+        feedsafe::protocols::corrections::CorrectionService::new(
             reads,
             self.store.clone(),
             self.store.clone(),
@@ -1082,7 +1082,7 @@ impl TestEnv {
         )
     }
 
-    pub fn corrections(&self) -> feedsafe::corrections::CorrectionService {
+    pub fn corrections(&self) -> feedsafe::protocols::corrections::CorrectionService {
         self.corrections_with(self.store.clone(), Arc::new(NoFaults))
     }
 }

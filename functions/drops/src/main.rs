@@ -8,7 +8,7 @@ use feedsafe::aws::AwsClients;
 use feedsafe::config::required;
 use feedsafe::drops::{handle_s3_event, DropService};
 use feedsafe::lambda::{init_tracing, CachedConnectors};
-use feedsafe::ports::SystemClock;
+use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,9 +4,9 @@ use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::AwsClients;
 use feedsafe::config::IngestConfig;
-use feedsafe::ingest::IngestService;
+use feedsafe::protocols::ingest::IngestService;
 use feedsafe::lambda::{handle_sqs_batch, init_tracing, CachedConnectors};
-use feedsafe::ports::{NoFaults, SystemClock};
+use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 

@@ -9,7 +9,7 @@ use feedsafe::aws::AwsClients;
 use feedsafe::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
 use feedsafe::lambda::{handle_pull_schedule, init_tracing, CachedConnectors};
 use feedsafe::poller::{HttpExportSource, PullService};
-use feedsafe::ports::SystemClock;
+use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
 use std::sync::Arc;

@@ -5,7 +5,7 @@ use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::aws::AwsClients;
 use feedsafe::lambda::{handle_stream_batch, init_tracing};
-use feedsafe::projection::Projector;
+use feedsafe::protocols::projection::Projector;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@ use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::aws::AwsClients;
 use feedsafe::lambda::{handle_apigw_read, init_tracing};
-use feedsafe::query::QueryService;
+use feedsafe::protocols::query::QueryService;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 

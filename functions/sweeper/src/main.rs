@@ -5,9 +5,9 @@
 
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::AwsClients;
-use feedsafe::corrections::CorrectionService;
+use feedsafe::protocols::corrections::CorrectionService;
 use feedsafe::lambda::{handle_sweep_schedule, init_tracing};
-use feedsafe::ports::{NoFaults, SystemClock};
+use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use feedsafe::domain::timestamp::Timestamp;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;

@@ -7,7 +7,7 @@ use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
 use feedsafe::lambda::{init_tracing, CachedConnectors};
-use feedsafe::ports::SystemClock;
+use feedsafe::protocols::ports::SystemClock;
 use feedsafe::webhook::{handle_apigw_webhook, SecretsManagerSecrets, WebhookService};
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;

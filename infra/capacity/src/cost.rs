@@ -20,7 +20,7 @@ use feedsafe::drops::DROPS_PREFIX;
 use feedsafe::domain::fingerprint::{CanonicalizationRule, Fingerprint};
 use feedsafe::domain::hashing::{sha256, sha256_hex};
 use feedsafe::domain::ids::{IdentityStrength, ObservationId, RunId};
-use feedsafe::ingest::{artifact_key, chunk_plan, rejected_key};
+use feedsafe::protocols::ingest::{artifact_key, chunk_plan, rejected_key};
 use feedsafe::intake::claim_key;
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::{
@@ -28,7 +28,7 @@ use feedsafe::domain::model::{
     ReplayState, RunPageRecord, CLAIM_SOURCE_REPORTED, QUARANTINE_OPEN, VERIFICATION_UNVERIFIED,
 };
 use feedsafe::domain::money::Price;
-use feedsafe::projection::{ProjectedOffer, INLINE_BUDGET, WORK_SLICE};
+use feedsafe::protocols::projection::{ProjectedOffer, INLINE_BUDGET, WORK_SLICE};
 use feedsafe::domain::timestamp::Timestamp;
 use projector::RowKeys;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -710,7 +710,7 @@ impl<'w> Sim<'w> {
         let from = item_key(0, 1);
         let to = CanonicalItem::new("P0000-0000001", Some("B"), None, None)
             .unwrap_or_else(|e| panic!("a literal part is valid: {e}"));
-        let id = feedsafe::corrections::correction_id(
+        let id = feedsafe::protocols::corrections::correction_id(
             &supplier.source,
             &from,
             &to,
@@ -739,7 +739,7 @@ impl<'w> Sim<'w> {
         let observation_bytes = 1_100;
         let per_page = (1 << 20) / observation_bytes;
         let history = world.params.corrected_history;
-        let group = feedsafe::corrections::REATTRIBUTION_GROUP;
+        let group = feedsafe::protocols::corrections::REATTRIBUTION_GROUP;
         for start in (0..history).step_by(group) {
             if start % per_page < group {
                 self.tally.read(
@@ -789,7 +789,7 @@ impl<'w> Sim<'w> {
             }
             // The sweep starts a group at most every REATTRIBUTION_GROUP_INTERVAL.
             t += ((TRANSACTION + TRANSACTION_PER_ACTION * 3.0 * moves as f64) / 1000.0)
-                .max(feedsafe::corrections::REATTRIBUTION_GROUP_INTERVAL.as_secs_f64());
+                .max(feedsafe::protocols::corrections::REATTRIBUTION_GROUP_INTERVAL.as_secs_f64());
         }
     }
 

@@ -14,7 +14,7 @@
 
 use anyhow::{bail, Context, Result};
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
-use feedsafe::query::Principal;
+use feedsafe::protocols::query::Principal;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -172,7 +172,7 @@ fn announced(body: &str) -> Vec<(String, String)> {
                 .filter_map(|r| {
                     let object = &r["s3"]["object"];
                     Some((
-                        feedsafe::http::percent_decode(object["key"].as_str()?, true),
+                        feedsafe::protocols::http::percent_decode(object["key"].as_str()?, true),
                         object["eTag"].as_str()?.trim_matches('"').to_owned(),
                     ))
                 })
@@ -273,7 +273,7 @@ mod tests {
             Some("drops/acme+files/prix+%C3%A9t%C3%A9%2B1.csv")
         );
         assert_eq!(
-            feedsafe::http::percent_decode(object.key.as_deref().unwrap(), true),
+            feedsafe::protocols::http::percent_decode(object.key.as_deref().unwrap(), true),
             key
         );
         assert_eq!(object.version_id.as_deref(), Some("v1"));

@@ -352,7 +352,7 @@ mod tests {
     use feedsafe::intake::{ClaimStore, DeliveryQueue, QueueError, StoredClaim};
     use feedsafe::domain::model::{Run, RunStart};
     use feedsafe::poller::{HttpExportSource, PullReport, PullService, RunLedger};
-    use feedsafe::ports::{Clock, ConnectorDirectory, StoreError};
+    use feedsafe::protocols::ports::{Clock, ConnectorDirectory, StoreError};
     use feedsafe::domain::timestamp::Timestamp;
 
     // In-memory ports of the poller (the shared crate's own test fakes are private to it).

@@ -11,8 +11,8 @@ use feedsafe::domain::ids::{ConnectorId, ObservationId, TenantId};
 use feedsafe::domain::model::{
     CorrectionRules, Observation, ReplayRecord, Run, RunPages, SourceQuarantine, SourceRef,
 };
-use feedsafe::ports::{Clock, StoreError};
-use feedsafe::projection::{EvidenceReads, HistoryPage, SourceState};
+use feedsafe::protocols::ports::{Clock, StoreError};
+use feedsafe::protocols::projection::{EvidenceReads, HistoryPage, SourceState};
 use async_trait::async_trait;
 use std::sync::Arc;
 

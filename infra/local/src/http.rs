@@ -5,7 +5,7 @@
 
 use crate::apigw::{self, IncomingRequest, OutgoingResponse};
 use crate::Services;
-use feedsafe::query::Principal;
+use feedsafe::protocols::query::Principal;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};

@@ -30,14 +30,14 @@ use feedsafe::aws::AwsClients;
 use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::drops::DropService;
 use crate::fake_supplier::{FakeSupplier, FakeSupplierHandle};
-use feedsafe::ingest::IngestService;
+use feedsafe::protocols::ingest::IngestService;
 use crate::events::StreamReader;
 use crate::resources::LocalResources;
 use feedsafe::ops::{OpsService, RawArchive};
 use feedsafe::poller::{HttpExportSource, PullService};
-use feedsafe::ports::{NoFaults, SystemClock};
-use feedsafe::projection::Projector;
-use feedsafe::query::{Principal, QueryService};
+use feedsafe::protocols::ports::{NoFaults, SystemClock};
+use feedsafe::protocols::projection::Projector;
+use feedsafe::protocols::query::{Principal, QueryService};
 use feedsafe::webhook::{LocalSecretsFile, WebhookService};
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -355,7 +355,7 @@ pub async fn start_stack(
     if options.seed_samples {
         // Created only when missing: a durable stack keeps what operators changed since.
         for connector in sample_connectors(&supplier)? {
-            let existing = feedsafe::ports::ConnectorDirectory::connector(
+            let existing = feedsafe::protocols::ports::ConnectorDirectory::connector(
                 evidence.as_ref(),
                 &connector.connector,
             )
@@ -682,7 +682,7 @@ async fn scheduler(
             {
                 warn!(error = %e, "sweep failed");
             }
-            let corrections = feedsafe::corrections::CorrectionService::new(
+            let corrections = feedsafe::protocols::corrections::CorrectionService::new(
                 services.evidence.clone(),
                 services.evidence.clone(),
                 services.evidence.clone(),
@@ -702,7 +702,7 @@ async fn pull_connectors(services: &Services) -> Vec<feedsafe::domain::ids::Conn
     for id in ["acme-eu"] {
         if let Ok(id) = feedsafe::domain::ids::ConnectorId::parse(id) {
             if let Ok(Some(config)) =
-                feedsafe::ports::ConnectorDirectory::connector(services.evidence.as_ref(), &id)
+                feedsafe::protocols::ports::ConnectorDirectory::connector(services.evidence.as_ref(), &id)
                     .await
             {
                 if config.pull.is_some() {

@@ -14,7 +14,7 @@ use crate::domain::ids::{ConnectorId, ObservationId};
 use crate::domain::model::{
     Observation, QuarantineEntry, ReplayRecord, ReplayState, Run, RunPageRecord, RunPageUpdate,
 };
-use crate::ports::{
+use crate::protocols::ports::{
     AttemptProbe, ChunkOutcome, ChunkWrite, ConnectorDirectory, EvidenceStore, ReplayAction,
     StoreError,
 };

@@ -15,8 +15,8 @@ use crate::domain::model::{
     CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
     RunStart, RunStatus, SourceQuarantine, SourceRef, MAX_LISTED_MISSING_PAGES,
 };
-use crate::ports::{ConnectorDirectory, StoreError};
-use crate::projection::{EvidenceReads, HistoryPage, ProjectorWrites, SourceState};
+use crate::protocols::ports::{ConnectorDirectory, StoreError};
+use crate::protocols::projection::{EvidenceReads, HistoryPage, ProjectorWrites, SourceState};
 use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
@@ -322,10 +322,10 @@ impl DynamoEvidenceStore {
 impl ProjectorWrites for DynamoEvidenceStore {
     async fn reattribute(
         &self,
-        moves: &[crate::corrections::Reattribution],
+        moves: &[crate::protocols::corrections::Reattribution],
         at: Timestamp,
     ) -> Result<Vec<ObservationId>, StoreError> {
-        crate::corrections::Reattributor::reattribute(self, moves, at).await
+        crate::protocols::corrections::Reattributor::reattribute(self, moves, at).await
     }
 
     async fn enqueue_work(&self, work: &[ProjectionWork]) -> Result<(), StoreError> {

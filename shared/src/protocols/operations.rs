@@ -3,13 +3,13 @@
 //! append-only record (who, why, when), written in one transaction with the state readers
 //! consult; the projector picks the change up from the stream and marks (or unmarks) the
 //! source's rows. History keeps everything the source said. Identity corrections are in
-//! `crate::corrections`.
+//! `crate::protocols::corrections`.
 
 use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::domain::hashing::{base32_lower, sha256};
 use crate::domain::model::{SourceQuarantine, SourceQuarantineEvent, SourceRef};
-use crate::ports::StoreError;
-use crate::projection::EvidenceReads;
+use crate::protocols::ports::StoreError;
+use crate::protocols::projection::EvidenceReads;
 use crate::domain::timestamp::Timestamp;
 use serde::Serialize;
 use tracing::info;
@@ -55,7 +55,7 @@ fn event(
                     source.connector,
                     source.source_account,
                     at.to_rfc3339(),
-                    crate::ingest::attempt_nonce()
+                    crate::protocols::ingest::attempt_nonce()
                 )
                 .as_bytes()
             )[..12]

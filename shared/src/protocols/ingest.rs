@@ -22,7 +22,7 @@ use crate::domain::model::{
     QUARANTINE_OPEN, ROWS_PER_TRANSACTION, VERIFICATION_UNVERIFIED,
 };
 use crate::domain::normalize::{normalize, NormalizedRow};
-use crate::ports::{
+use crate::protocols::ports::{
     ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite, AttemptProbe, ChunkOutcome,
     ChunkWrite, Clock, ConnectorDirectory, CrashPoint, EvidenceStore, Faults, ReplacedRecord,
     ReplayAction, StoreError,

@@ -27,8 +27,8 @@ use crate::domain::model::{
     CorrectionKind, CorrectionRule, CorrectionRules, IdentityCorrection, Observation, SourceRef,
     SupersessionRecord, SweepRecord,
 };
-use crate::ports::{Clock, CrashPoint, Faults, StoreError};
-use crate::projection::EvidenceReads;
+use crate::protocols::ports::{Clock, CrashPoint, Faults, StoreError};
+use crate::protocols::projection::EvidenceReads;
 use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 use serde::Serialize;

@@ -4,13 +4,13 @@
 //! and `rebuild` is the same computation run over everything.
 
 use crate::domain::connector::{ConnectorConfig, Publication};
-use crate::corrections::Reattribution;
+use crate::protocols::corrections::Reattribution;
 use crate::domain::ids::{ConnectorId, ObservationId, RunId, TenantId};
 use crate::domain::model::{
     CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
     RunStatus, SourceQuarantine, SourceRef,
 };
-use crate::ports::StoreError;
+use crate::protocols::ports::StoreError;
 use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 use futures_util::StreamExt;
