@@ -275,7 +275,7 @@ pub enum PullScheduleError {
     #[error(transparent)]
     InvalidConnector(#[from] crate::domain::ids::IdError),
     #[error(transparent)]
-    Pull(#[from] crate::poller::PullError),
+    Pull(#[from] crate::intake::poller::PullError),
 }
 
 /// The connector an EventBridge schedule names: its input is `{"connector": "acme-eu"}`.
@@ -291,9 +291,9 @@ pub fn scheduled_connector(event: &serde_json::Value) -> Result<ConnectorId, Pul
 /// An unknown or non-pull connector, an unreadable first page or an unavailable run ledger fail
 /// the invocation.
 pub async fn handle_pull_schedule(
-    service: &crate::poller::PullService,
+    service: &crate::intake::poller::PullService,
     event: &serde_json::Value,
-) -> Result<crate::poller::PullReport, PullScheduleError> {
+) -> Result<crate::intake::poller::PullReport, PullScheduleError> {
     let connector = scheduled_connector(event)?;
     let report = service.run_connector(&connector).await?;
     info!(

@@ -4,12 +4,9 @@
 pub mod aws;
 pub mod domain;
 pub mod config;
-pub mod drops;
 pub mod intake;
 pub mod lambda;
 pub mod metrics;
 pub mod ops;
-pub mod poller;
 pub mod protocols;
 pub mod stream;
-pub mod webhook;

@@ -49,7 +49,7 @@ use crate::domain::model::{QuarantineEntry, QuarantineKind, SourceRef, QUARANTIN
 use crate::protocols::operations::{
     lift_source_quarantine, quarantine_source, source_quarantine_view, OperationError,
 };
-use crate::poller::{PullError, PullService};
+use crate::intake::poller::{PullError, PullService};
 use crate::protocols::ports::{ArtifactError, ArtifactStore, Clock, ConnectorDirectory, StoreError};
 use crate::protocols::projection::EvidenceReads;
 use crate::protocols::query::Principal;

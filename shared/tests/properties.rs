@@ -9,7 +9,7 @@ use feedsafe::domain::currency::is_iso4217_currency;
 use feedsafe::domain::fingerprint::{CanonicalizationRule, Fingerprint};
 use feedsafe::domain::money::Price;
 use feedsafe::domain::normalize::normalize;
-use feedsafe::webhook::{sign, verify_signature, SigningSecret, Verification};
+use feedsafe::intake::webhook::{sign, verify_signature, SigningSecret, Verification};
 use proptest::prelude::*;
 
 fn cases() -> u32 {

@@ -623,8 +623,8 @@ fn http_events_are_routed_and_authorized_like_the_gateway() {
         .as_str()
         .expect("a local sample secret for the webhook connector")
         .to_owned();
-    let secret = feedsafe::webhook::SigningSecret::parse(&secret).expect("secret");
-    let expected = feedsafe::webhook::sign(
+    let secret = feedsafe::intake::webhook::SigningSecret::parse(&secret).expect("secret");
+    let expected = feedsafe::intake::webhook::sign(
         &secret,
         &id,
         timestamp.parse().expect("unix seconds"),

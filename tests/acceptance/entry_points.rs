@@ -21,12 +21,12 @@ use feedsafe::lambda::{
 };
 use feedsafe::domain::model::{ReplayState, Run, RunStatus};
 use feedsafe::ops::{handle_apigw_ops, OpsService, RawArchive};
-use feedsafe::poller::{HttpExportSource, PullService};
+use feedsafe::intake::poller::{HttpExportSource, PullService};
 use feedsafe::protocols::ports::{Clock, NoFaults, SystemClock};
 use feedsafe::protocols::projection::{ProjectionStore, Projector};
 use feedsafe::protocols::query::{observation_json, QueryService};
 use feedsafe::domain::timestamp::Timestamp;
-use feedsafe::webhook::{handle_apigw_webhook, SecretsManagerSecrets, WebhookService};
+use feedsafe::intake::webhook::{handle_apigw_webhook, SecretsManagerSecrets, WebhookService};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -266,8 +266,8 @@ impl World {
     }
 
     /// functions/drops
-    fn drops(&self) -> feedsafe::drops::DropService {
-        feedsafe::drops::DropService::new(
+    fn drops(&self) -> feedsafe::intake::drops::DropService {
+        feedsafe::intake::drops::DropService::new(
             self.connectors(Duration::from_secs(30)),
             self.queue.clone(),
             Arc::new(SystemClock),
@@ -655,7 +655,7 @@ async fn drops_s3(world: &World, file: &str, mut event: Value) {
     s3["object"]["versionId"] = json!(version);
 
     let event: aws_lambda_events::event::s3::S3Event = parse(file, event);
-    let keys = feedsafe::drops::handle_s3_event(&world.drops(), event)
+    let keys = feedsafe::intake::drops::handle_s3_event(&world.drops(), event)
         .await
         .expect("drop enqueued");
     let delivery_key = format!("demo/acme-files/ACC-FILES/offers-2026-11-29.csv@{version}");

@@ -2,8 +2,8 @@
 //! file drops, and the fidelity of the local event sources.
 
 use acceptance::*;
-use feedsafe::drops::DroppedObject;
-use feedsafe::webhook::{sign, SigningSecret};
+use feedsafe::intake::drops::DroppedObject;
+use feedsafe::intake::webhook::{sign, SigningSecret};
 use local_stack::{sample_connectors, Stack};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -682,7 +682,7 @@ async fn the_local_servers_requests_reach_the_functions_as_api_gateway_events() 
         } else if name.ends_with("-OpsFunction.json") {
             feedsafe::ops::handle_apigw_ops(&services.ops, event).await
         } else if name.ends_with("-WebhookFunction.json") {
-            feedsafe::webhook::handle_apigw_webhook(&services.webhook, event).await
+            feedsafe::intake::webhook::handle_apigw_webhook(&services.webhook, event).await
         } else {
             panic!("{name}: no such function");
         };

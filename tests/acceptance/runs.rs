@@ -317,7 +317,7 @@ async fn a_ten_thousand_page_run_keeps_its_run_item_small() {
     let env = spawn_heavy_env(true, "tenkpages").await;
     let acme = acme_eu();
     env.seed(&acme).await;
-    let pages = feedsafe::poller::MAX_EXPORT_PAGES;
+    let pages = feedsafe::intake::poller::MAX_EXPORT_PAGES;
     let projector = env.projector();
     let started = Timestamp::now();
     let at = Instant::now();

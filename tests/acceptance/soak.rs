@@ -12,7 +12,7 @@
 //! injected); it prints throughput, acknowledgement-to-readable latency and counts.
 
 use acceptance::*;
-use feedsafe::webhook::{sign, SigningSecret};
+use feedsafe::intake::webhook::{sign, SigningSecret};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -292,7 +292,7 @@ async fn webhook_sender(
 async fn pull_sender(
     mut rng: TestRng,
     supplier: &local_stack::fake_supplier::FakeSupplierHandle,
-    pull: &feedsafe::poller::PullService,
+    pull: &feedsafe::intake::poller::PullService,
     deliveries: usize,
     next: Arc<std::sync::atomic::AtomicUsize>,
     sent: Arc<Mutex<Sent>>,
@@ -339,7 +339,7 @@ async fn pull_sender(
 async fn drop_sender(
     mut rng: TestRng,
     env: Arc<TestEnv>,
-    drops: feedsafe::drops::DropService,
+    drops: feedsafe::intake::drops::DropService,
     deliveries: usize,
     next: Arc<std::sync::atomic::AtomicUsize>,
     sent: Arc<Mutex<Sent>>,
@@ -348,7 +348,7 @@ async fn drop_sender(
         let roll = pick(&mut rng, 100);
         let earlier = any_of(&mut rng, &sent.lock().unwrap().dropped);
         if let (0..=14, Some((file, version, size))) = (roll, &earlier) {
-            let object = feedsafe::drops::DroppedObject {
+            let object = feedsafe::intake::drops::DroppedObject {
                 bucket: env.bucket.clone(),
                 key: format!("drops/{DROPS}/{file}"),
                 version_id: Some(version.clone()),

@@ -12,7 +12,7 @@ use feedsafe::aws::AwsClients;
 use feedsafe::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
 use feedsafe::lambda::{init_tracing, CachedConnectors};
 use feedsafe::ops::{handle_apigw_ops, OpsService, RawArchive};
-use feedsafe::poller::{HttpExportSource, PullService};
+use feedsafe::intake::poller::{HttpExportSource, PullService};
 use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;

@@ -8,7 +8,7 @@ use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
 use feedsafe::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
 use feedsafe::lambda::{handle_pull_schedule, init_tracing, CachedConnectors};
-use feedsafe::poller::{HttpExportSource, PullService};
+use feedsafe::intake::poller::{HttpExportSource, PullService};
 use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;

@@ -1,5 +1,5 @@
 //! Webhook Lambda: HTTP API (payload 2.0) `POST /v1/webhooks/{connector}` ->
-//! `feedsafe::webhook::handle_apigw_webhook`. Verifies the Standard Webhooks signature against
+//! `feedsafe::intake::webhook::handle_apigw_webhook`. Verifies the Standard Webhooks signature against
 //! the connector's secrets in Secrets Manager and puts the delivery envelope on the ingest queue.
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
@@ -8,7 +8,7 @@ use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
 use feedsafe::lambda::{init_tracing, CachedConnectors};
 use feedsafe::protocols::ports::SystemClock;
-use feedsafe::webhook::{handle_apigw_webhook, SecretsManagerSecrets, WebhookService};
+use feedsafe::intake::webhook::{handle_apigw_webhook, SecretsManagerSecrets, WebhookService};
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,7 +16,7 @@ use feedsafe::aws::projection_table::{
     row_item, row_pk, source_key, source_shard_key, SOURCE_SHARDS,
 };
 use feedsafe::domain::connector::PayloadFormat;
-use feedsafe::drops::DROPS_PREFIX;
+use feedsafe::intake::drops::DROPS_PREFIX;
 use feedsafe::domain::fingerprint::{CanonicalizationRule, Fingerprint};
 use feedsafe::domain::hashing::{sha256, sha256_hex};
 use feedsafe::domain::ids::{IdentityStrength, ObservationId, RunId};

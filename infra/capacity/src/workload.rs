@@ -9,7 +9,7 @@ use feedsafe::domain::ids::{
 };
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::SourceRef;
-use feedsafe::poller::run_id_for;
+use feedsafe::intake::poller::run_id_for;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 

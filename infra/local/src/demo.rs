@@ -93,7 +93,7 @@ impl Client {
         let secrets: Value = serde_json::from_slice(&std::fs::read(
             crate::repo_root().join("infra/local/secrets.json"),
         )?)?;
-        let secret = feedsafe::webhook::SigningSecret::parse(&s(&secrets["acme-events"][0]))
+        let secret = feedsafe::intake::webhook::SigningSecret::parse(&s(&secrets["acme-events"][0]))
             .map_err(|e| anyhow!("the sample secret: {e:?}"))?;
         let body = json!({
             "specversion": "1.0", "id": event_id, "source": "urn:acme:events", "type": "offer.snapshot",
@@ -102,7 +102,7 @@ impl Client {
         .to_string();
         let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
         let webhook_id = format!("msg-{event_id}-{quantity}");
-        let signature = feedsafe::webhook::sign(&secret, &webhook_id, now, body.as_bytes());
+        let signature = feedsafe::intake::webhook::sign(&secret, &webhook_id, now, body.as_bytes());
         let url = format!("{}/v1/webhooks/acme-events", self.api);
         let mut response = self
             .agent

@@ -269,7 +269,7 @@ struct DrillState {
 fn post_webhook(
     agent: &ureq::Agent,
     api: &str,
-    secret: &feedsafe::webhook::SigningSecret,
+    secret: &feedsafe::intake::webhook::SigningSecret,
     webhook_id: &str,
     body: &[u8],
     deadline: Instant,
@@ -279,7 +279,7 @@ fn post_webhook(
     loop {
         attempts.fetch_add(1, Ordering::Relaxed);
         let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
-        let signature = feedsafe::webhook::sign(secret, webhook_id, now, body);
+        let signature = feedsafe::intake::webhook::sign(secret, webhook_id, now, body);
         let answer = agent
             .post(&url)
             .header("content-type", "application/json")
@@ -638,7 +638,7 @@ fn drill(options: Options, handle: tokio::runtime::Handle) -> Result<()> {
         crate::repo_root().join("infra/local/secrets.json"),
     )?)?;
     let secret =
-        feedsafe::webhook::SigningSecret::parse(secrets[WEBHOOKS][0].as_str().unwrap_or_default())
+        feedsafe::intake::webhook::SigningSecret::parse(secrets[WEBHOOKS][0].as_str().unwrap_or_default())
             .map_err(|e| anyhow!("the sample secret: {e:?}"))?;
     let host = Arc::new(Mutex::new(host_for(&options)?));
     host.lock().map_err(|_| anyhow!("host lock"))?.start()?;

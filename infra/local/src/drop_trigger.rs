@@ -4,7 +4,7 @@
 use crate::feedsafe_error;
 use anyhow::{Context, Result};
 use feedsafe::aws::AwsClients;
-use feedsafe::drops::{DropService, DROPS_PREFIX};
+use feedsafe::intake::drops::{DropService, DROPS_PREFIX};
 use crate::resources::LocalResources;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -129,8 +129,8 @@ pub(crate) async fn drops_watcher(
                 };
                 for (version, size) in versions {
                     let event = s3_event(&bucket, &key, &version, size);
-                    match feedsafe::drops::handle_s3_event(&drops, event).await {
-                        Ok(_) | Err(feedsafe::drops::DropError::Ignored(_)) => {
+                    match feedsafe::intake::drops::handle_s3_event(&drops, event).await {
+                        Ok(_) | Err(feedsafe::intake::drops::DropError::Ignored(_)) => {
                             seen.insert((key.clone(), version));
                         }
                         Err(e) => {

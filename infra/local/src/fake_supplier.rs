@@ -351,7 +351,7 @@ mod tests {
     use feedsafe::domain::ids::{ConnectorId, SourceAccount, TenantId};
     use feedsafe::intake::{ClaimStore, DeliveryQueue, QueueError, StoredClaim};
     use feedsafe::domain::model::{Run, RunStart};
-    use feedsafe::poller::{HttpExportSource, PullReport, PullService, RunLedger};
+    use feedsafe::intake::poller::{HttpExportSource, PullReport, PullService, RunLedger};
     use feedsafe::protocols::ports::{Clock, ConnectorDirectory, StoreError};
     use feedsafe::domain::timestamp::Timestamp;
 
@@ -675,9 +675,9 @@ mod tests {
         assert!(
             matches!(
                 err,
-                feedsafe::poller::PullError::FirstPage {
+                feedsafe::intake::poller::PullError::FirstPage {
                     attempts: 2,
-                    error: feedsafe::poller::FetchError::Transport(_)
+                    error: feedsafe::intake::poller::FetchError::Transport(_)
                 }
             ),
             "{err}"

@@ -161,7 +161,7 @@ async fn handle(
         "QueryFunction" => feedsafe::lambda::handle_apigw_read(&services.query, event).await,
         "OpsFunction" => feedsafe::ops::handle_apigw_ops(&services.ops, event).await,
         "WebhookFunction" => {
-            feedsafe::webhook::handle_apigw_webhook(&services.webhook, event).await
+            feedsafe::intake::webhook::handle_apigw_webhook(&services.webhook, event).await
         }
         other => {
             warn!(function = %other, route = %route, "no local host for this function");

@@ -18,6 +18,7 @@ use crate::domain::model::{
 use crate::protocols::ports::{ConnectorDirectory, StoreError};
 use crate::protocols::projection::{EvidenceReads, HistoryPage, ProjectorWrites, SourceState};
 use crate::domain::timestamp::Timestamp;
+use crate::intake::poller::RunLedger;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -47,6 +48,14 @@ fn cursor_decode(cursor: &str) -> Result<Item, StoreError> {
         .into_iter()
         .map(|(k, v)| (k, AttributeValue::S(v)))
         .collect())
+}
+
+/// The poller's run ledger is the evidence table's run record.
+#[async_trait]
+impl RunLedger for DynamoEvidenceStore {
+    async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError> {
+        DynamoEvidenceStore::start_run(self, run).await
+    }
 }
 
 impl DynamoEvidenceStore {

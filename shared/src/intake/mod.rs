@@ -1,6 +1,15 @@
-//! What every producer (webhook, poller, file drops) shares: building the delivery envelope
-//! (inline, or through an S3 claim check when the body is large) and handing it to the ingest
-//! queue. A producer acknowledges its source only after `DeliveryQueue::enqueue` succeeded.
+//! Intake: the producers that turn what a supplier sends into delivery envelopes on the ingest
+//! queue — signed webhooks (`webhook`), scheduled pulls of an export (`poller`), file drops
+//! (`drops`). Nothing here stores evidence; ingest does, once, whatever the producers repeat.
+//!
+//! What every producer shares is here: building the delivery envelope (inline, or through an S3
+//! claim check when the body is large) and handing it to the ingest queue (`DeliveryQueue`,
+//! `ClaimStore`: the intake's ports). A producer acknowledges its source only after
+//! `DeliveryQueue::enqueue` succeeded.
+
+pub mod drops;
+pub mod poller;
+pub mod webhook;
 
 use crate::domain::envelope::{BodyRef, DeliveryEnvelope, RunPage, MAX_INLINE_BODY_BYTES};
 use crate::domain::hashing::sha256_hex;

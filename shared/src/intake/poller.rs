@@ -8,7 +8,6 @@
 //! page is enqueued; a page that cannot be fetched after `max_attempts` is reported and not
 //! enqueued, so the run stays incomplete and the sweeper names the missing page.
 
-use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::domain::connector::{ConnectorConfig, ConnectorConfigError, IdentityRule, PullSettings};
 use crate::domain::envelope::RunPage;
 use crate::domain::hashing::{hex, sha256_fields};
@@ -39,13 +38,6 @@ pub const EXPORT_PAGE_BASIS: &str = "export_page";
 #[async_trait]
 pub trait RunLedger: Send + Sync {
     async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError>;
-}
-
-#[async_trait]
-impl RunLedger for DynamoEvidenceStore {
-    async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError> {
-        DynamoEvidenceStore::start_run(self, run).await
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

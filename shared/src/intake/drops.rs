@@ -145,7 +145,7 @@ pub async fn handle_s3_event(
 mod tests {
     use super::*;
     use crate::domain::hashing::sha256_hex;
-    use crate::poller::fakes::{acme_eu, Directory, FixedClock, Journal, Queue};
+    use crate::intake::poller::fakes::{acme_eu, Directory, FixedClock, Journal, Queue};
     use std::collections::HashMap;
 
     /// The delivery id a drop of `file` (under the sample connector) with `version` gets.
