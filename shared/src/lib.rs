@@ -3,10 +3,7 @@
 
 pub mod aws;
 pub mod domain;
-pub mod config;
 pub mod intake;
 pub mod lambda;
-pub mod metrics;
 pub mod ops;
 pub mod protocols;
-pub mod stream;

@@ -37,7 +37,6 @@ use crate::aws::s3::S3ArtifactStore;
 use crate::domain::canonical_json::{parse_document, JsonValue};
 use crate::protocols::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
 use crate::domain::envelope::{BodyRef, DeliveryEnvelope, DeliveryIdentity, ENVELOPE_VERSION};
-use crate::domain::hashing::base64_decode;
 use crate::protocols::http::HttpResponse;
 use crate::domain::ids::{
     ConnectorId, DeliveryKey, IdentityStrength, ObservationId, RunId, SourceAccount,
@@ -1307,46 +1306,6 @@ fn method_not_allowed(allowed: &str) -> HttpResponse {
         "method_not_allowed",
         &format!("this route accepts {allowed} only"),
     )
-}
-
-/// The ops function: API Gateway HTTP API (payload 2.0, ops authorizer) -> `handle_ops` -> JSON.
-pub async fn handle_apigw_ops(
-    service: &OpsService,
-    request: aws_lambda_events::event::apigw::ApiGatewayV2httpRequest,
-) -> aws_lambda_events::event::apigw::ApiGatewayV2httpResponse {
-    let body = match (request.body.as_deref(), request.is_base64_encoded) {
-        (None, _) => Ok(Vec::new()),
-        (Some(text), true) => base64_decode(text).ok_or(()),
-        (Some(text), false) => Ok(text.as_bytes().to_vec()),
-    };
-    let response = match body {
-        Ok(body) => {
-            let ops = OpsRequest {
-                method: request.request_context.http.method.to_string(),
-                path: crate::protocols::http::percent_decode(
-                    request.raw_path.as_deref().unwrap_or_default(),
-                    false,
-                ),
-                query: request
-                    .query_string_parameters
-                    .iter()
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .collect(),
-                principal: crate::lambda::principal_from_apigw(&request),
-                body,
-            };
-            handle_ops(service, ops).await
-        }
-        Err(()) => HttpResponse::error(400, "invalid_request", "the body is not valid base64"),
-    };
-    let mut out = aws_lambda_events::event::apigw::ApiGatewayV2httpResponse::default();
-    out.status_code = i64::from(response.status);
-    out.headers.insert(
-        aws_lambda_events::http::header::CONTENT_TYPE,
-        aws_lambda_events::http::HeaderValue::from_static("application/json"),
-    );
-    out.body = Some(aws_lambda_events::encodings::Body::Text(response.body));
-    out
 }
 
 // --- Payload diffs -------------------------------------------------------------------------

@@ -539,7 +539,7 @@ fn stream_event_is_the_observation_of_the_sample_delivery() {
         Some("NEW_AND_OLD_IMAGES")
     );
     let image = record.change.new_image.clone();
-    let change = feedsafe::stream::classify(
+    let change = feedsafe::aws::stream_records::classify(
         &record.event_name,
         Some(record.change.old_image),
         Some(record.change.new_image),
@@ -579,7 +579,7 @@ fn http_events_are_routed_and_authorized_like_the_gateway() {
     let query: ApiGatewayV2httpRequest = event("query-http.json");
     let route = assert_routed(&query, "query-http.json");
     assert_eq!(route.function, "QueryFunction");
-    let reader = feedsafe::lambda::principal_from_apigw(&query).expect("JWT principal");
+    let reader = feedsafe::lambda::apigw::principal_from_apigw(&query).expect("JWT principal");
     assert_eq!(reader.tenant.as_str(), "demo");
     assert!(reader.scopes.iter().any(|s| s == "offers:read"));
     assert!(!reader.scopes.iter().any(|s| s == "ops:write"));
@@ -587,7 +587,7 @@ fn http_events_are_routed_and_authorized_like_the_gateway() {
     let ops: ApiGatewayV2httpRequest = event("ops-http.json");
     let route = assert_routed(&ops, "ops-http.json");
     assert_eq!(route.function, "OpsFunction");
-    let operator = feedsafe::lambda::principal_from_apigw(&ops).expect("JWT principal");
+    let operator = feedsafe::lambda::apigw::principal_from_apigw(&ops).expect("JWT principal");
     assert!(operator.scopes.iter().any(|s| s == "ops:write"));
     assert!(ops
         .raw_path

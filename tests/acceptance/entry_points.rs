@@ -15,18 +15,21 @@ use feedsafe::domain::envelope::DeliveryEnvelope;
 use local_stack::fake_supplier::{FakeSupplier, FakeSupplierHandle};
 use feedsafe::domain::ids::{ConnectorId, RunId};
 use feedsafe::protocols::ingest::IngestService;
-use feedsafe::lambda::{
-    handle_apigw_read, handle_pull_schedule, handle_sqs_batch, handle_stream_batch,
-    handle_sweep_schedule, CachedConnectors,
-};
+use feedsafe::lambda::CachedConnectors;
+use feedsafe::lambda::apigw::handle_apigw_read;
+use feedsafe::lambda::schedule::{handle_pull_schedule, handle_sweep_schedule};
+use feedsafe::lambda::sqs::handle_sqs_batch;
+use feedsafe::lambda::stream::handle_stream_batch;
 use feedsafe::domain::model::{ReplayState, Run, RunStatus};
-use feedsafe::ops::{handle_apigw_ops, OpsService, RawArchive};
+use feedsafe::lambda::apigw::handle_apigw_ops;
+use feedsafe::ops::{OpsService, RawArchive};
 use feedsafe::intake::poller::{HttpExportSource, PullService};
 use feedsafe::protocols::ports::{Clock, NoFaults, SystemClock};
 use feedsafe::protocols::projection::{ProjectionStore, Projector};
 use feedsafe::protocols::query::{observation_json, QueryService};
 use feedsafe::domain::timestamp::Timestamp;
-use feedsafe::intake::webhook::{handle_apigw_webhook, SecretsManagerSecrets, WebhookService};
+use feedsafe::intake::webhook::{SecretsManagerSecrets, WebhookService};
+use feedsafe::lambda::apigw::handle_apigw_webhook;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -655,7 +658,7 @@ async fn drops_s3(world: &World, file: &str, mut event: Value) {
     s3["object"]["versionId"] = json!(version);
 
     let event: aws_lambda_events::event::s3::S3Event = parse(file, event);
-    let keys = feedsafe::intake::drops::handle_s3_event(&world.drops(), event)
+    let keys = feedsafe::lambda::s3::handle_s3_event(&world.drops(), event)
         .await
         .expect("drop enqueued");
     let delivery_key = format!("demo/acme-files/ACC-FILES/offers-2026-11-29.csv@{version}");

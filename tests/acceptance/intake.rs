@@ -678,11 +678,11 @@ async fn the_local_servers_requests_reach_the_functions_as_api_gateway_events() 
         );
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
         let response = if name.ends_with("-QueryFunction.json") {
-            feedsafe::lambda::handle_apigw_read(&services.query, event).await
+            feedsafe::lambda::apigw::handle_apigw_read(&services.query, event).await
         } else if name.ends_with("-OpsFunction.json") {
-            feedsafe::ops::handle_apigw_ops(&services.ops, event).await
+            feedsafe::lambda::apigw::handle_apigw_ops(&services.ops, event).await
         } else if name.ends_with("-WebhookFunction.json") {
-            feedsafe::intake::webhook::handle_apigw_webhook(&services.webhook, event).await
+            feedsafe::lambda::apigw::handle_apigw_webhook(&services.webhook, event).await
         } else {
             panic!("{name}: no such function");
         };

@@ -561,7 +561,7 @@ impl System {
                 let changes: Vec<_> = batch
                     .iter()
                     .map(|(n, o, i, _)| {
-                        feedsafe::stream::classify(n, o.clone(), i.clone()).unwrap()
+                        feedsafe::aws::stream_records::classify(n, o.clone(), i.clone()).unwrap()
                     })
                     .collect();
                 self.projector.apply_batch(&changes).await.unwrap();
@@ -934,7 +934,7 @@ impl StateMachineTest for ModelTest {
                         let changes: Vec<_> = batch
                             .iter()
                             .map(|(n, o, i, _)| {
-                                feedsafe::stream::classify(n, o.clone(), i.clone()).unwrap()
+                                feedsafe::aws::stream_records::classify(n, o.clone(), i.clone()).unwrap()
                             })
                             .collect();
                         system.projector.apply_batch(&changes).await.unwrap();

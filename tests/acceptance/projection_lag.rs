@@ -123,7 +123,7 @@ async fn under_a_lagging_index_an_eligible_current_offer_is_never_dropped_or_rol
     let records = env.collect(&mut stream).await;
     let mut changes: Vec<(EvidenceChange, BTreeSet<String>)> = Vec::new();
     for (name, old_image, new_image, _) in records {
-        let change = feedsafe::stream::classify(&name, old_image, new_image).unwrap();
+        let change = feedsafe::aws::stream_records::classify(&name, old_image, new_image).unwrap();
         let touches: BTreeSet<String> = match &change {
             // A record about the Z claim also brings its superseding copy: the projector follows
             // supersession chains from a claim to the copy that replaced it.

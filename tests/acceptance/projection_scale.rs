@@ -62,7 +62,7 @@ async fn drain_as_lambda(
         for batch in records.chunks(100) {
             counter.take();
             let at = Instant::now();
-            let response = feedsafe::lambda::handle_stream_batch(
+            let response = feedsafe::lambda::stream::handle_stream_batch(
                 projector,
                 local_stack::events::stream_event(batch),
             )

@@ -103,7 +103,7 @@ async fn apply(projector: &Projector, records: &[StreamRecordImages]) {
         let changes: Vec<_> = batch
             .iter()
             .map(|(name, old, new, _)| {
-                feedsafe::stream::classify(name, old.clone(), new.clone()).unwrap()
+                feedsafe::aws::stream_records::classify(name, old.clone(), new.clone()).unwrap()
             })
             .collect();
         projector.apply_batch(&changes).await.unwrap();

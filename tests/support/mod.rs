@@ -18,7 +18,7 @@ use feedsafe::domain::ids::{
     ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceAccount, SourceDeliveryId, TenantId,
 };
 use feedsafe::protocols::ingest::IngestService;
-use feedsafe::lambda::handle_sqs_batch;
+use feedsafe::lambda::sqs::handle_sqs_batch;
 use local_stack::resources::{create_resources, CreateOptions, LocalResources};
 use template_spec::{read_template, template_path};
 use feedsafe::domain::model::{Observation, QuarantineEntry, ReplayRecord};
@@ -496,7 +496,7 @@ impl TestEnv {
                 let changes: Vec<_> = batch
                     .iter()
                     .map(|(name, old, new, _)| {
-                        feedsafe::stream::classify(name, old.clone(), new.clone())
+                        feedsafe::aws::stream_records::classify(name, old.clone(), new.clone())
                             .expect("classify")
                     })
                     .collect();

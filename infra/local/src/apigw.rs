@@ -468,7 +468,7 @@ mod tests {
             event.route_key.as_deref(),
             Some("GET /v1/items/{item}/offers")
         );
-        let principal = feedsafe::lambda::principal_from_apigw(&event).expect("principal");
+        let principal = feedsafe::lambda::apigw::principal_from_apigw(&event).expect("principal");
         assert_eq!(principal.tenant.as_str(), "demo");
         assert_eq!(principal.subject.as_deref(), Some("agent-7"));
         assert!(principal.scopes.contains(&"offers:read".to_owned()));

@@ -129,7 +129,7 @@ pub(crate) async fn drops_watcher(
                 };
                 for (version, size) in versions {
                     let event = s3_event(&bucket, &key, &version, size);
-                    match feedsafe::intake::drops::handle_s3_event(&drops, event).await {
+                    match feedsafe::lambda::s3::handle_s3_event(&drops, event).await {
                         Ok(_) | Err(feedsafe::intake::drops::DropError::Ignored(_)) => {
                             seen.insert((key.clone(), version));
                         }

@@ -490,7 +490,7 @@ async fn sqs_poller(
         }
         let event = crate::events::sqs_event(&messages);
         let failed: BTreeSet<String> =
-            match feedsafe::lambda::handle_sqs_batch(&ingest, event).await {
+            match feedsafe::lambda::sqs::handle_sqs_batch(&ingest, event).await {
                 Ok(response) => response
                     .batch_item_failures
                     .into_iter()
@@ -574,7 +574,7 @@ async fn stream_poller(
             let end = (start + settings.batch_size).min(records.len());
             let mut batch = aws_lambda_events::event::dynamodb::Event::default();
             batch.records = records[start..end].to_vec();
-            let response = feedsafe::lambda::handle_stream_batch(&projector, batch).await;
+            let response = feedsafe::lambda::stream::handle_stream_batch(&projector, batch).await;
             let failed = response
                 .batch_item_failures
                 .first()

@@ -6,6 +6,7 @@ pub mod evidence_reads;
 pub mod projection_table;
 pub mod s3;
 pub mod sqs;
+pub mod stream_records;
 
 use aws_config::BehaviorVersion;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};

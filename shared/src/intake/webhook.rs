@@ -15,7 +15,6 @@ use crate::domain::ids::{ConnectorId, DeliveryKey, FallbackFields, IdentityStren
 use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
 use crate::protocols::ports::{Clock, ConnectorDirectory, StoreError};
 use async_trait::async_trait;
-use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
@@ -679,93 +678,8 @@ fn cloud_event_id(document: &Value) -> Option<(&str, &str)> {
     Some((source, id))
 }
 
-// ---------------------------------------------------------------------------------------------
-// API Gateway (HTTP API, payload 2.0)
-// ---------------------------------------------------------------------------------------------
-
-/// The webhook function: API Gateway HTTP API (payload 2.0) -> `WebhookService` -> JSON.
-pub async fn handle_apigw_webhook(
-    service: &WebhookService,
-    request: ApiGatewayV2httpRequest,
-) -> ApiGatewayV2httpResponse {
-    let response = match webhook_request_from_apigw(request) {
-        Ok(request) => service.handle(request).await,
-        Err(response) => response,
-    };
-    apigw_response(response)
-}
-
-fn webhook_request_from_apigw(
-    request: ApiGatewayV2httpRequest,
-) -> Result<WebhookRequest, HttpResponse> {
-    if request.request_context.http.method != aws_lambda_events::http::Method::POST {
-        return Err(HttpResponse::error(
-            405,
-            "method_not_allowed",
-            "webhooks accept POST only",
-        ));
-    }
-    let connector = request
-        .path_parameters
-        .get("connector")
-        .cloned()
-        .or_else(|| {
-            request
-                .raw_path
-                .as_deref()
-                .and_then(|p| p.strip_prefix("/v1/webhooks/"))
-                .map(|c| c.trim_end_matches('/'))
-                .filter(|c| !c.is_empty() && !c.contains('/'))
-                .map(str::to_owned)
-        })
-        .ok_or_else(|| HttpResponse::error(404, "not_found", "no such route"))?;
-
-    let mut headers: HashMap<String, String> = HashMap::new();
-    for (name, value) in &request.headers {
-        let Ok(value) = value.to_str() else { continue };
-        let name = name.as_str().to_ascii_lowercase();
-        // Signature lists are space-separated; other repeated headers join with commas.
-        let separator = if name == "webhook-signature" {
-            " "
-        } else {
-            ", "
-        };
-        headers
-            .entry(name)
-            .and_modify(|existing| {
-                existing.push_str(separator);
-                existing.push_str(value);
-            })
-            .or_insert_with(|| value.to_owned());
-    }
-
-    let body = match request.body {
-        None => Vec::new(),
-        Some(text) if request.is_base64_encoded => base64_decode(&text).ok_or_else(|| {
-            HttpResponse::error(400, "invalid_payload", "the body could not be decoded")
-        })?,
-        Some(text) => text.into_bytes(),
-    };
-    Ok(WebhookRequest {
-        connector,
-        headers,
-        body,
-    })
-}
-
-fn apigw_response(response: HttpResponse) -> ApiGatewayV2httpResponse {
-    let mut out = ApiGatewayV2httpResponse::default();
-    out.status_code = i64::from(response.status);
-    out.headers.insert(
-        aws_lambda_events::http::header::CONTENT_TYPE,
-        aws_lambda_events::http::HeaderValue::from_static("application/json"),
-    );
-    out.body = Some(aws_lambda_events::encodings::Body::Text(response.body));
-    out
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::domain::connector::{Publication, DEFAULT_HORIZON_DAYS, DEFAULT_MAX_BODY_BYTES};
     use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
@@ -774,8 +688,8 @@ mod tests {
     use crate::intake::{QueueError, StoredClaim};
     use crate::domain::timestamp::Timestamp;
 
-    const NOW: i64 = 1_796_025_600; // 2026-11-30T08:00:00Z
-    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    pub(crate) const NOW: i64 = 1_796_025_600; // 2026-11-30T08:00:00Z
+    pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     const OTHER_SECRET: &str = "whsec_c2Vjb25kLXNlY3JldC1rZXktZm9yLXJvdGF0aW9u";
 
     #[derive(Default)]
@@ -855,8 +769,8 @@ mod tests {
         }
     }
 
-    struct Harness {
-        service: WebhookService,
+    pub(crate) struct Harness {
+        pub(crate) service: WebhookService,
         queue: Arc<VecQueue>,
         claims: Arc<MemoryClaims>,
     }
@@ -886,11 +800,11 @@ mod tests {
         }
     }
 
-    fn harness(secrets: &[&str]) -> Harness {
+    pub(crate) fn harness(secrets: &[&str]) -> Harness {
         harness_with(acme_events(), secrets, VecQueue::default())
     }
 
-    fn cloud_event(id: &str) -> Vec<u8> {
+    pub(crate) fn cloud_event(id: &str) -> Vec<u8> {
         serde_json::to_vec(&json!({
             "specversion": "1.0",
             "type": "com.acme.offers.updated",
@@ -933,7 +847,7 @@ mod tests {
         body["error"]["code"].as_str().unwrap().to_owned()
     }
 
-    fn sent(h: &Harness) -> Vec<DeliveryEnvelope> {
+    pub(crate) fn sent(h: &Harness) -> Vec<DeliveryEnvelope> {
         h.queue.sent.lock().unwrap().clone()
     }
 
@@ -1473,35 +1387,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(!err.contains("hidden"), "{err}");
-    }
-
-    #[tokio::test]
-    async fn the_apigw_adapter_decodes_the_request() {
-        let h = harness(&[SECRET]);
-        let body = cloud_event("evt-9");
-        let signature = sign(&SigningSecret::parse(SECRET).unwrap(), "msg_9", NOW, &body);
-        let event = json!({
-            "version": "2.0",
-            "routeKey": "POST /v1/webhooks/{connector}",
-            "rawPath": "/v1/webhooks/acme-events",
-            "headers": {
-                "Webhook-Id": "msg_9",
-                "webhook-timestamp": NOW.to_string(),
-                "webhook-signature": signature,
-                "content-type": "application/cloudevents+json"
-            },
-            "requestContext": {"http": {"method": "POST", "path": "/v1/webhooks/acme-events"}},
-            "body": base64_encode(&body),
-            "isBase64Encoded": true
-        });
-        let request: ApiGatewayV2httpRequest = serde_json::from_value(event).unwrap();
-        let response = handle_apigw_webhook(&h.service, request).await;
-        assert_eq!(response.status_code, 202);
-        assert_eq!(
-            response.headers.get("content-type").unwrap(),
-            "application/json"
-        );
-        assert_eq!(sent(&h).len(), 1);
-        assert_eq!(sent(&h)[0].delivery.id.as_str(), "urn:acme:events/evt-9");
     }
 }
