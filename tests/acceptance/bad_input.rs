@@ -3,8 +3,8 @@
 use acceptance::*;
 use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::domain::envelope::{BodyRef, DeliveryEnvelope};
-use feedsafe::protocols::ingest::IngestOutcome;
 use feedsafe::domain::model::QuarantineKind;
+use feedsafe::protocols::ingest::IngestOutcome;
 use serde_json::json;
 use std::collections::BTreeMap;
 

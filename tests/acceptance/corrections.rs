@@ -741,7 +741,9 @@ async fn a_correction_can_be_corrected_and_withdrawn_and_history_names_each_rule
         service
             .withdraw(&first.correction.correction_id, "again", None)
             .await,
-        Err(feedsafe::protocols::corrections::CorrectionError::Conflict(_))
+        Err(feedsafe::protocols::corrections::CorrectionError::Conflict(
+            _
+        ))
     ));
     // The chain, claim by claim: which rule put it where, and when.
     let chain: Vec<(String, Option<String>, bool)> = {

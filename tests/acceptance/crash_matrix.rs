@@ -7,8 +7,8 @@
 
 use acceptance::*;
 use feedsafe::domain::connector::ConnectorConfig;
-use feedsafe::protocols::ingest::{chunk_plan, IngestError, IngestOutcome};
 use feedsafe::domain::model::ReplayState;
+use feedsafe::protocols::ingest::{chunk_plan, IngestError, IngestOutcome};
 use feedsafe::protocols::ports::{CrashPoint, NoFaults, SystemClock};
 use serde_json::Value;
 use std::collections::BTreeSet;

@@ -4,13 +4,13 @@ use crate::ingest::big_page;
 use acceptance::*;
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::AwsClients;
-use feedsafe::protocols::ingest::{artifact_key, IngestError, IngestOutcome, IngestService};
 use feedsafe::domain::model::{ReplayRecord, ReplayState};
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::protocols::ingest::{artifact_key, IngestError, IngestOutcome, IngestService};
 use feedsafe::protocols::ports::{
     ArtifactWrite, ChunkOutcome, ChunkWrite, CrashPoint, EvidenceStore, NoFaults, ReplayAction,
     SystemClock,
 };
-use feedsafe::domain::timestamp::Timestamp;
 use std::sync::Arc;
 
 const PAGE2: &str = "acme/acme-eu/ACC-1/EXP-8821/2";

@@ -8,29 +8,29 @@ use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpR
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::aws::s3::S3ArtifactStore;
+use feedsafe::aws::secrets::SecretsManagerSecrets;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::domain::connector::ConnectorConfig;
-use feedsafe::protocols::corrections::CorrectionService;
 use feedsafe::domain::envelope::DeliveryEnvelope;
-use local_stack::fake_supplier::{FakeSupplier, FakeSupplierHandle};
 use feedsafe::domain::ids::{ConnectorId, RunId};
-use feedsafe::protocols::ingest::IngestService;
-use feedsafe::lambda::CachedConnectors;
+use feedsafe::domain::model::{ReplayState, Run, RunStatus};
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::intake::poller::{HttpExportSource, PullService};
+use feedsafe::intake::webhook::WebhookService;
+use feedsafe::lambda::apigw::handle_apigw_ops;
 use feedsafe::lambda::apigw::handle_apigw_read;
+use feedsafe::lambda::apigw::handle_apigw_webhook;
 use feedsafe::lambda::schedule::{handle_pull_schedule, handle_sweep_schedule};
 use feedsafe::lambda::sqs::handle_sqs_batch;
 use feedsafe::lambda::stream::handle_stream_batch;
-use feedsafe::domain::model::{ReplayState, Run, RunStatus};
-use feedsafe::lambda::apigw::handle_apigw_ops;
+use feedsafe::lambda::CachedConnectors;
 use feedsafe::ops::{OpsService, RawArchive};
-use feedsafe::intake::poller::{HttpExportSource, PullService};
+use feedsafe::protocols::corrections::CorrectionService;
+use feedsafe::protocols::ingest::IngestService;
 use feedsafe::protocols::ports::{Clock, NoFaults, SystemClock};
 use feedsafe::protocols::projection::{ProjectionStore, Projector};
 use feedsafe::protocols::query::{observation_json, QueryService};
-use feedsafe::domain::timestamp::Timestamp;
-use feedsafe::aws::secrets::SecretsManagerSecrets;
-use feedsafe::intake::webhook::WebhookService;
-use feedsafe::lambda::apigw::handle_apigw_webhook;
+use local_stack::fake_supplier::{FakeSupplier, FakeSupplierHandle};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -512,7 +512,10 @@ async fn projector_stream(world: &World, file: &str, event: Value) {
     );
     let rows = world
         .projection()
-        .offers(&feedsafe::domain::ids::TenantId::parse("demo").unwrap(), ITEM)
+        .offers(
+            &feedsafe::domain::ids::TenantId::parse("demo").unwrap(),
+            ITEM,
+        )
         .await
         .expect("projection readable");
     assert_eq!(rows.len(), 1, "one current offer: {rows:?}");

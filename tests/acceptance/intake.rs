@@ -381,7 +381,10 @@ async fn a_repeated_pull_run_after_a_lost_response_duplicates_nothing_and_a_fail
         .unwrap();
     assert!(swept.iter().any(|r| r.run_id.as_str() == run_id));
     let run = env.store.run(&run_id).await.unwrap().unwrap();
-    assert_eq!(run.status, Some(feedsafe::domain::model::RunStatus::Incomplete));
+    assert_eq!(
+        run.status,
+        Some(feedsafe::domain::model::RunStatus::Incomplete)
+    );
     assert_eq!(run.missing_pages, vec![3]);
     // Reads never start ingestion; only the operator may.
     let (status, _) = call(

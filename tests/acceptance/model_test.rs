@@ -18,18 +18,18 @@
 use acceptance::model::{delivery_key, Ids, Layout, Model, Outcome, Payload, Row, Source};
 use acceptance::*;
 use feedsafe::domain::connector::ConnectorConfig;
-use feedsafe::protocols::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
 use feedsafe::domain::envelope::DeliveryEnvelope;
 use feedsafe::domain::fingerprint::CanonicalizationRule;
 use feedsafe::domain::ids::{ConnectorId, SourceAccount};
-use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::{CorrectionKind, SourceRef};
+use feedsafe::domain::timestamp::Timestamp;
 use feedsafe::ops::{handle_ops, OpsRequest, OpsService, RawArchive};
+use feedsafe::protocols::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
+use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
 use feedsafe::protocols::ports::{Clock, CrashPoint, Faults, NoFaults};
 use feedsafe::protocols::projection::{ProjectionKey, ProjectionStore, Projector};
 use feedsafe::protocols::query::{Principal, QueryService};
-use feedsafe::domain::timestamp::Timestamp;
 use proptest::prelude::*;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 use serde_json::{json, Value};
@@ -934,7 +934,8 @@ impl StateMachineTest for ModelTest {
                         let changes: Vec<_> = batch
                             .iter()
                             .map(|(n, o, i, _)| {
-                                feedsafe::aws::stream_records::classify(n, o.clone(), i.clone()).unwrap()
+                                feedsafe::aws::stream_records::classify(n, o.clone(), i.clone())
+                                    .unwrap()
                             })
                             .collect();
                         system.projector.apply_batch(&changes).await.unwrap();
@@ -954,9 +955,10 @@ impl StateMachineTest for ModelTest {
                                 item: item_key(part),
                                 source: source_ref(source),
                             };
-                            let strip = |o: Option<feedsafe::protocols::projection::ProjectedOffer>| {
-                                o.map(|o| (o.basis, o.source_quarantined))
-                            };
+                            let strip =
+                                |o: Option<feedsafe::protocols::projection::ProjectedOffer>| {
+                                    o.map(|o| (o.basis, o.source_quarantined))
+                                };
                             assert_eq!(
                                 strip(rebuilt.current(&key).await.unwrap()),
                                 strip(live.current(&key).await.unwrap()),

@@ -2,15 +2,15 @@
 
 use acceptance::*;
 use feedsafe::domain::connector::Publication;
-use feedsafe::protocols::corrections::CorrectionRequest;
 use feedsafe::domain::envelope::{DeliveryEnvelope, RunPage};
 use feedsafe::domain::ids::{RunId, SourceAccount};
-use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::{Run, RunStatus, SourceRef};
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::protocols::corrections::CorrectionRequest;
+use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
 use feedsafe::protocols::operations::quarantine_source;
 use feedsafe::protocols::projection::ProjectionStore;
-use feedsafe::domain::timestamp::Timestamp;
 use serde_json::Value;
 use std::sync::Arc;
 

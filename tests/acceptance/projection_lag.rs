@@ -3,14 +3,14 @@
 //! stream records it is given; once the lag has passed, a rebuild gives the same projection.
 
 use acceptance::*;
-use feedsafe::protocols::corrections::CorrectionRequest;
-use local_stack::fidelity::LaggingIndex;
-use feedsafe::protocols::ingest::IngestOutcome;
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::SourceRef;
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::protocols::corrections::CorrectionRequest;
+use feedsafe::protocols::ingest::IngestOutcome;
 use feedsafe::protocols::ports::{CrashPoint, OffsetClock};
 use feedsafe::protocols::projection::{EvidenceChange, ProjectionKey, ProjectionStore, Projector};
-use feedsafe::domain::timestamp::Timestamp;
+use local_stack::fidelity::LaggingIndex;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;

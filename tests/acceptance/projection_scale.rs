@@ -217,7 +217,10 @@ async fn a_fifty_page_run_published_on_completion_projects_in_bounded_stream_bat
         drained.requests() as f64 / rows as f64,
     );
     let run = env.store.run("run-EXP-RUN50").await.unwrap().unwrap();
-    assert_eq!(run.status, Some(feedsafe::domain::model::RunStatus::Complete));
+    assert_eq!(
+        run.status,
+        Some(feedsafe::domain::model::RunStatus::Complete)
+    );
     let offers = env
         .projection_store()
         .offers(&config.tenant, "RUN-02999~each~new")

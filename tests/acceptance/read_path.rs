@@ -3,15 +3,15 @@
 use acceptance::*;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::domain::connector::Publication;
+use feedsafe::domain::timestamp::Timestamp;
 use feedsafe::protocols::http::{handle_read, HttpRequest};
+use feedsafe::protocols::projection::Projector;
 use local_stack::events::StreamRecordImages;
 use local_stack::resources::{create_resources, CreateOptions};
-use template_spec::{read_template, template_path};
-use feedsafe::protocols::projection::Projector;
-use feedsafe::domain::timestamp::Timestamp;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use template_spec::{read_template, template_path};
 
 /// Several items, two sources, a late arrival, a 100-row staged delivery.
 async fn scenario(env: &TestEnv) -> Vec<StreamRecordImages> {

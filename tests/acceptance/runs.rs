@@ -5,10 +5,10 @@
 use acceptance::*;
 use feedsafe::aws::dynamo::{DynamoEvidenceStore, Item};
 use feedsafe::domain::ids::RunId;
-use feedsafe::protocols::ingest::IngestService;
 use feedsafe::domain::model::{Run, RunStatus};
-use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::protocols::ingest::IngestService;
+use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -365,7 +365,9 @@ async fn a_ten_thousand_page_run_keeps_its_run_item_small() {
         for batch in records.chunks(100) {
             let changes: Vec<_> = batch
                 .iter()
-                .map(|p| feedsafe::protocols::projection::EvidenceChange::RunPage(Box::new(p.clone())))
+                .map(|p| {
+                    feedsafe::protocols::projection::EvidenceChange::RunPage(Box::new(p.clone()))
+                })
                 .collect();
             projector.apply_batch(&changes).await.unwrap();
         }

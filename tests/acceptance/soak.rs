@@ -172,7 +172,8 @@ async fn current_offer(
         .ok()?;
     offers["offers"].as_array()?.iter().find_map(|o| {
         (o["connector"] == connector).then(|| {
-            let at = feedsafe::domain::timestamp::Timestamp::parse(o["observed_at"].as_str()?).ok()?;
+            let at =
+                feedsafe::domain::timestamp::Timestamp::parse(o["observed_at"].as_str()?).ok()?;
             Some((at.unix_seconds(), o["quantity"].as_u64()?))
         })?
     })
@@ -507,14 +508,17 @@ async fn soak_under_injected_faults() {
     for key in sent.versions.keys() {
         let record = loop {
             match env.replay(key).await {
-                Some(r) if r.state == feedsafe::domain::model::ReplayState::Committed => break Some(r),
+                Some(r) if r.state == feedsafe::domain::model::ReplayState::Committed => {
+                    break Some(r)
+                }
                 _ if Instant::now() > deadline => break None,
                 _ => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         };
         records.insert(key.clone(), record);
     }
-    let mut stored_rows: BTreeMap<String, Vec<feedsafe::domain::model::Observation>> = BTreeMap::new();
+    let mut stored_rows: BTreeMap<String, Vec<feedsafe::domain::model::Observation>> =
+        BTreeMap::new();
     for o in env.observations().await {
         stored_rows
             .entry(o.delivery_key.clone())

@@ -17,16 +17,16 @@ use feedsafe::domain::fingerprint::CanonicalizationRule;
 use feedsafe::domain::ids::{
     ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceAccount, SourceDeliveryId, TenantId,
 };
-use feedsafe::protocols::ingest::IngestService;
-use feedsafe::lambda::sqs::handle_sqs_batch;
-use local_stack::resources::{create_resources, CreateOptions, LocalResources};
-use template_spec::{read_template, template_path};
 use feedsafe::domain::model::{Observation, QuarantineEntry, ReplayRecord};
-use feedsafe::protocols::ports::{Clock, CrashPoint, Faults, NoFaults, SystemClock};
 use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::lambda::sqs::handle_sqs_batch;
+use feedsafe::protocols::ingest::IngestService;
+use feedsafe::protocols::ports::{Clock, CrashPoint, Faults, NoFaults, SystemClock};
+use local_stack::resources::{create_resources, CreateOptions, LocalResources};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
+use template_spec::{read_template, template_path};
 
 pub const TENANT: &str = "acme";
 pub const ACCOUNT: &str = "ACC-1";
@@ -461,7 +461,11 @@ impl TestEnv {
         &self,
         projection: Arc<feedsafe::aws::projection_table::DynamoProjectionStore>,
     ) -> feedsafe::protocols::projection::Projector {
-        feedsafe::protocols::projection::Projector::new(self.store.clone(), projection, self.store.clone())
+        feedsafe::protocols::projection::Projector::new(
+            self.store.clone(),
+            projection,
+            self.store.clone(),
+        )
     }
 
     pub fn query(&self) -> feedsafe::protocols::query::QueryService {
@@ -629,7 +633,8 @@ impl feedsafe::protocols::ports::EvidenceStore for ContendedAdvanceOnce {
         expected: &feedsafe::domain::fingerprint::Fingerprint,
         count: bool,
         now: Timestamp,
-    ) -> Result<feedsafe::protocols::ports::AttemptProbe, feedsafe::protocols::ports::StoreError> {
+    ) -> Result<feedsafe::protocols::ports::AttemptProbe, feedsafe::protocols::ports::StoreError>
+    {
         self.inner
             .record_attempt(delivery_key, expected, count, now)
             .await
@@ -639,9 +644,12 @@ impl feedsafe::protocols::ports::EvidenceStore for ContendedAdvanceOnce {
         &self,
         chunk: &feedsafe::protocols::ports::ChunkWrite,
         now: Timestamp,
-    ) -> Result<feedsafe::protocols::ports::ChunkOutcome, feedsafe::protocols::ports::StoreError> {
-        if matches!(chunk.replay, feedsafe::protocols::ports::ReplayAction::Advance { .. })
-            && !self.fired.swap(true, Ordering::SeqCst)
+    ) -> Result<feedsafe::protocols::ports::ChunkOutcome, feedsafe::protocols::ports::StoreError>
+    {
+        if matches!(
+            chunk.replay,
+            feedsafe::protocols::ports::ReplayAction::Advance { .. }
+        ) && !self.fired.swap(true, Ordering::SeqCst)
         {
             return Ok(feedsafe::protocols::ports::ChunkOutcome::Contended);
         }
@@ -665,8 +673,10 @@ impl feedsafe::protocols::ports::EvidenceStore for ContendedAdvanceOnce {
     async fn correction_rules(
         &self,
         source: &feedsafe::domain::model::SourceRef,
-    ) -> Result<feedsafe::domain::model::CorrectionRules, feedsafe::protocols::ports::StoreError> {
-        feedsafe::protocols::ports::EvidenceStore::correction_rules(self.inner.as_ref(), source).await
+    ) -> Result<feedsafe::domain::model::CorrectionRules, feedsafe::protocols::ports::StoreError>
+    {
+        feedsafe::protocols::ports::EvidenceStore::correction_rules(self.inner.as_ref(), source)
+            .await
     }
 }
 
@@ -758,7 +768,10 @@ impl feedsafe::protocols::projection::ProjectionStore for RecordingProjection {
     async fn current(
         &self,
         key: &feedsafe::protocols::projection::ProjectionKey,
-    ) -> Result<Option<feedsafe::protocols::projection::ProjectedOffer>, feedsafe::protocols::ports::StoreError> {
+    ) -> Result<
+        Option<feedsafe::protocols::projection::ProjectedOffer>,
+        feedsafe::protocols::ports::StoreError,
+    > {
         self.inner.current(key).await
     }
 
@@ -797,7 +810,10 @@ impl feedsafe::protocols::projection::ProjectionStore for RecordingProjection {
         &self,
         tenant: &TenantId,
         item: &str,
-    ) -> Result<Vec<feedsafe::protocols::projection::ProjectedOffer>, feedsafe::protocols::ports::StoreError> {
+    ) -> Result<
+        Vec<feedsafe::protocols::projection::ProjectedOffer>,
+        feedsafe::protocols::ports::StoreError,
+    > {
         self.inner.offers(tenant, item).await
     }
 

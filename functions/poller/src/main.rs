@@ -6,10 +6,10 @@
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
-use feedsafe::lambda::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
-use feedsafe::lambda::{init_tracing, CachedConnectors};
-use feedsafe::lambda::schedule::handle_pull_schedule;
 use feedsafe::intake::poller::{HttpExportSource, PullService};
+use feedsafe::lambda::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
+use feedsafe::lambda::schedule::handle_pull_schedule;
+use feedsafe::lambda::{init_tracing, CachedConnectors};
 use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;

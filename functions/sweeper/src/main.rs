@@ -5,11 +5,11 @@
 
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::AwsClients;
-use feedsafe::protocols::corrections::CorrectionService;
+use feedsafe::domain::timestamp::Timestamp;
 use feedsafe::lambda::init_tracing;
 use feedsafe::lambda::schedule::handle_sweep_schedule;
+use feedsafe::protocols::corrections::CorrectionService;
 use feedsafe::protocols::ports::{NoFaults, SystemClock};
-use feedsafe::domain::timestamp::Timestamp;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 

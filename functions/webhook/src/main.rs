@@ -4,13 +4,13 @@
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
+use feedsafe::aws::secrets::SecretsManagerSecrets;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
-use feedsafe::lambda::{init_tracing, CachedConnectors};
-use feedsafe::protocols::ports::SystemClock;
-use feedsafe::aws::secrets::SecretsManagerSecrets;
 use feedsafe::intake::webhook::WebhookService;
 use feedsafe::lambda::apigw::handle_apigw_webhook;
+use feedsafe::lambda::{init_tracing, CachedConnectors};
+use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,20 +16,20 @@ use feedsafe::aws::projection_table::{
     row_item, row_pk, source_key, source_shard_key, SOURCE_SHARDS,
 };
 use feedsafe::domain::connector::PayloadFormat;
-use feedsafe::intake::drops::DROPS_PREFIX;
 use feedsafe::domain::fingerprint::{CanonicalizationRule, Fingerprint};
 use feedsafe::domain::hashing::{sha256, sha256_hex};
 use feedsafe::domain::ids::{IdentityStrength, ObservationId, RunId};
-use feedsafe::protocols::ingest::{artifact_key, chunk_plan, rejected_key};
-use feedsafe::intake::claim_key;
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::{
     CorrectionKind, DedupConfidence, Observation, QuarantineEntry, QuarantineKind, ReplayRecord,
     ReplayState, RunPageRecord, CLAIM_SOURCE_REPORTED, QUARANTINE_OPEN, VERIFICATION_UNVERIFIED,
 };
 use feedsafe::domain::money::Price;
-use feedsafe::protocols::projection::{ProjectedOffer, INLINE_BUDGET, WORK_SLICE};
 use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::intake::claim_key;
+use feedsafe::intake::drops::DROPS_PREFIX;
+use feedsafe::protocols::ingest::{artifact_key, chunk_plan, rejected_key};
+use feedsafe::protocols::projection::{ProjectedOffer, INLINE_BUDGET, WORK_SLICE};
 use projector::RowKeys;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -853,7 +853,10 @@ pub fn source_partition(source: &feedsafe::domain::model::SourceRef, item: &str)
 
 /// Every `by_source` partition of a source with `rows` rows, and how many rows each holds
 /// (rows spread evenly: the shard is a hash of the item).
-pub fn source_partitions(source: &feedsafe::domain::model::SourceRef, rows: usize) -> Vec<(String, usize)> {
+pub fn source_partitions(
+    source: &feedsafe::domain::model::SourceRef,
+    rows: usize,
+) -> Vec<(String, usize)> {
     let shards = SOURCE_SHARDS as usize;
     (0..SOURCE_SHARDS)
         .map(|shard| {

@@ -258,7 +258,10 @@ pub fn request_event(
     let (body, base64) = match (request.body.is_empty(), text_body) {
         (true, _) => (Value::Null, false),
         (false, Some(text)) => (json!(text), false),
-        (false, None) => (json!(feedsafe::domain::hashing::base64_encode(request.body)), true),
+        (false, None) => (
+            json!(feedsafe::domain::hashing::base64_encode(request.body)),
+            true,
+        ),
     };
     let mut context = json!({
         "accountId": "000000000000",
@@ -383,8 +386,8 @@ mod tests {
     use super::*;
 
     fn routes() -> ApiRoutes {
-        let template = template_spec::read_template(&template_spec::template_path())
-            .expect("template.yaml");
+        let template =
+            template_spec::read_template(&template_spec::template_path()).expect("template.yaml");
         ApiRoutes::from_template(&template.document).expect("routes")
     }
 

@@ -93,8 +93,9 @@ impl Client {
         let secrets: Value = serde_json::from_slice(&std::fs::read(
             crate::repo_root().join("infra/local/secrets.json"),
         )?)?;
-        let secret = feedsafe::intake::webhook::SigningSecret::parse(&s(&secrets["acme-events"][0]))
-            .map_err(|e| anyhow!("the sample secret: {e:?}"))?;
+        let secret =
+            feedsafe::intake::webhook::SigningSecret::parse(&s(&secrets["acme-events"][0]))
+                .map_err(|e| anyhow!("the sample secret: {e:?}"))?;
         let body = json!({
             "specversion": "1.0", "id": event_id, "source": "urn:acme:events", "type": "offer.snapshot",
             "data": {"offers": [offer("AX-440-R2", quantity, "820.00", at)]}

@@ -637,9 +637,10 @@ fn drill(options: Options, handle: tokio::runtime::Handle) -> Result<()> {
     let secrets: Value = serde_json::from_slice(&std::fs::read(
         crate::repo_root().join("infra/local/secrets.json"),
     )?)?;
-    let secret =
-        feedsafe::intake::webhook::SigningSecret::parse(secrets[WEBHOOKS][0].as_str().unwrap_or_default())
-            .map_err(|e| anyhow!("the sample secret: {e:?}"))?;
+    let secret = feedsafe::intake::webhook::SigningSecret::parse(
+        secrets[WEBHOOKS][0].as_str().unwrap_or_default(),
+    )
+    .map_err(|e| anyhow!("the sample secret: {e:?}"))?;
     let host = Arc::new(Mutex::new(host_for(&options)?));
     host.lock().map_err(|_| anyhow!("host lock"))?.start()?;
     let api = host.lock().map_err(|_| anyhow!("host lock"))?.api();

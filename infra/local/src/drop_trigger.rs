@@ -2,10 +2,10 @@
 //! through moto's S3 -> SQS notifications and handed to `handle_s3_event` as S3 events.
 
 use crate::feedsafe_error;
+use crate::resources::LocalResources;
 use anyhow::{Context, Result};
 use feedsafe::aws::AwsClients;
 use feedsafe::intake::drops::{DropService, DROPS_PREFIX};
-use crate::resources::LocalResources;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio::sync::watch;

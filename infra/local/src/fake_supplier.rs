@@ -349,11 +349,11 @@ mod tests {
     use feedsafe::domain::envelope::DeliveryEnvelope;
     use feedsafe::domain::fingerprint::CanonicalizationRule;
     use feedsafe::domain::ids::{ConnectorId, SourceAccount, TenantId};
-    use feedsafe::intake::{ClaimStore, DeliveryQueue, QueueError, StoredClaim};
     use feedsafe::domain::model::{Run, RunStart};
-    use feedsafe::intake::poller::{HttpExportSource, PullReport, PullService, RunLedger};
-    use feedsafe::protocols::ports::{Clock, ConnectorDirectory, StoreError};
     use feedsafe::domain::timestamp::Timestamp;
+    use feedsafe::intake::poller::{HttpExportSource, PullReport, PullService, RunLedger};
+    use feedsafe::intake::{ClaimStore, DeliveryQueue, QueueError, StoredClaim};
+    use feedsafe::protocols::ports::{Clock, ConnectorDirectory, StoreError};
 
     // In-memory ports of the poller (the shared crate's own test fakes are private to it).
 

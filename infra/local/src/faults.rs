@@ -5,7 +5,6 @@
 //! not know). Both are connector timeouts, so the SDK's own retry policy sees them exactly as
 //! it sees a real one; what it cannot absorb reaches our code as a failed call.
 
-use feedsafe::aws::AwsClients;
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
     SharedHttpConnector,
@@ -13,6 +12,7 @@ use aws_smithy_runtime_api::client::http::{
 use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
 use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use feedsafe::aws::AwsClients;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 

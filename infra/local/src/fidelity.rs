@@ -6,6 +6,7 @@
 //! when asked) see the asynchrony the deployed system lives with. Base-table reads stay
 //! strongly consistent, exactly as they are in AWS.
 
+use async_trait::async_trait;
 use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::domain::ids::{ConnectorId, ObservationId, TenantId};
 use feedsafe::domain::model::{
@@ -13,7 +14,6 @@ use feedsafe::domain::model::{
 };
 use feedsafe::protocols::ports::{Clock, StoreError};
 use feedsafe::protocols::projection::{EvidenceReads, HistoryPage, SourceState};
-use async_trait::async_trait;
 use std::sync::Arc;
 
 /// Evidence reads whose index reads (item history, GSI1) do not show observations recorded

@@ -21,6 +21,9 @@ pub mod queue_files;
 pub mod resources;
 pub mod stream_source;
 
+use crate::events::StreamReader;
+use crate::fake_supplier::{FakeSupplier, FakeSupplierHandle};
+use crate::resources::LocalResources;
 use anyhow::{Context, Result};
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
@@ -29,16 +32,13 @@ use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
 use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::intake::drops::DropService;
-use crate::fake_supplier::{FakeSupplier, FakeSupplierHandle};
-use feedsafe::protocols::ingest::IngestService;
-use crate::events::StreamReader;
-use crate::resources::LocalResources;
-use feedsafe::ops::{OpsService, RawArchive};
 use feedsafe::intake::poller::{HttpExportSource, PullService};
+use feedsafe::intake::webhook::{LocalSecretsFile, WebhookService};
+use feedsafe::ops::{OpsService, RawArchive};
+use feedsafe::protocols::ingest::IngestService;
 use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use feedsafe::protocols::projection::Projector;
 use feedsafe::protocols::query::{Principal, QueryService};
-use feedsafe::intake::webhook::{LocalSecretsFile, WebhookService};
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -701,9 +701,11 @@ async fn pull_connectors(services: &Services) -> Vec<feedsafe::domain::ids::Conn
     let mut out = Vec::new();
     for id in ["acme-eu"] {
         if let Ok(id) = feedsafe::domain::ids::ConnectorId::parse(id) {
-            if let Ok(Some(config)) =
-                feedsafe::protocols::ports::ConnectorDirectory::connector(services.evidence.as_ref(), &id)
-                    .await
+            if let Ok(Some(config)) = feedsafe::protocols::ports::ConnectorDirectory::connector(
+                services.evidence.as_ref(),
+                &id,
+            )
+            .await
             {
                 if config.pull.is_some() {
                     out.push(id);

@@ -20,14 +20,14 @@ use super::dynamo::{
     source_quarantine_pk, unavailable, with_keys, DynamoEvidenceStore, Item, GSI2, SK_CORRECTION,
     SK_OBSERVATION, SK_SOURCE_QUARANTINE,
 };
-use crate::protocols::corrections::{CorrectionStore, Reattribution, Reattributor, Recorded};
 use crate::domain::ids::ObservationId;
 use crate::domain::model::{
     CorrectionRules, IdentityCorrection, SourceQuarantine, SourceQuarantineEvent, SourceRef,
     SupersessionRecord, SweepRecord,
 };
-use crate::protocols::ports::StoreError;
 use crate::domain::timestamp::Timestamp;
+use crate::protocols::corrections::{CorrectionStore, Reattribution, Reattributor, Recorded};
+use crate::protocols::ports::StoreError;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};

@@ -14,11 +14,11 @@ use crate::domain::ids::{ConnectorId, ObservationId};
 use crate::domain::model::{
     Observation, QuarantineEntry, ReplayRecord, ReplayState, Run, RunPageRecord, RunPageUpdate,
 };
+use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{
     AttemptProbe, ChunkOutcome, ChunkWrite, ConnectorDirectory, EvidenceStore, ReplayAction,
     StoreError,
 };
-use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;

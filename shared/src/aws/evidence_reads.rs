@@ -15,10 +15,10 @@ use crate::domain::model::{
     CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
     RunStart, RunStatus, SourceQuarantine, SourceRef, MAX_LISTED_MISSING_PAGES,
 };
-use crate::protocols::ports::{ConnectorDirectory, StoreError};
-use crate::protocols::projection::{EvidenceReads, HistoryPage, ProjectorWrites, SourceState};
 use crate::domain::timestamp::Timestamp;
 use crate::intake::poller::RunLedger;
+use crate::protocols::ports::{ConnectorDirectory, StoreError};
+use crate::protocols::projection::{EvidenceReads, HistoryPage, ProjectorWrites, SourceState};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;

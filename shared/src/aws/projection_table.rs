@@ -13,9 +13,9 @@
 use super::dynamo::{batch_get, conditional, decode, encode, key, s, unavailable, Item};
 use crate::domain::ids::TenantId;
 use crate::domain::model::SourceRef;
+use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::StoreError;
 use crate::protocols::projection::{ProjectedOffer, ProjectionKey, ProjectionStore};
-use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use futures_util::StreamExt;

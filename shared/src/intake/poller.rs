@@ -12,8 +12,8 @@ use crate::domain::connector::{ConnectorConfig, ConnectorConfigError, IdentityRu
 use crate::domain::envelope::RunPage;
 use crate::domain::hashing::{hex, sha256_fields};
 use crate::domain::ids::{ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceDeliveryId};
-use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
 use crate::domain::model::{Run, RunStart, RunStatus};
+use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
 use crate::protocols::ports::{Clock, ConnectorDirectory, StoreError};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -511,8 +511,8 @@ pub(crate) mod fakes {
     use crate::domain::envelope::DeliveryEnvelope;
     use crate::domain::fingerprint::CanonicalizationRule;
     use crate::domain::ids::{SourceAccount, TenantId};
-    use crate::intake::{QueueError, StoredClaim};
     use crate::domain::timestamp::Timestamp;
+    use crate::intake::{QueueError, StoredClaim};
     use std::collections::HashMap;
     use std::sync::Mutex;
 
@@ -781,7 +781,8 @@ mod tests {
                 page_body("EXP-8821", page, 3)
             );
             // What the poller sends is what ingest accepts.
-            crate::domain::envelope::DeliveryEnvelope::parse(envelope.to_json().as_bytes()).unwrap();
+            crate::domain::envelope::DeliveryEnvelope::parse(envelope.to_json().as_bytes())
+                .unwrap();
         }
 
         let runs = h.journal.runs();

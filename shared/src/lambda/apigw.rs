@@ -13,9 +13,7 @@ use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpR
 use std::collections::HashMap;
 
 /// Tenant and scopes from the API Gateway JWT authorizer (claim `tenant`, token scopes).
-pub fn principal_from_apigw(
-    request: &ApiGatewayV2httpRequest,
-) -> Option<Principal> {
+pub fn principal_from_apigw(request: &ApiGatewayV2httpRequest) -> Option<Principal> {
     let jwt = request.request_context.authorizer.as_ref()?.jwt.as_ref()?;
     let tenant = jwt
         .claims
@@ -48,8 +46,7 @@ pub async fn handle_apigw_read(
             .collect(),
         principal: principal_from_apigw(&request),
     };
-    let response =
-        handle_read(service, http, Timestamp::now()).await;
+    let response = handle_read(service, http, Timestamp::now()).await;
     apigw_response(response)
 }
 
@@ -67,10 +64,7 @@ pub async fn handle_apigw_ops(
         Ok(body) => {
             let ops = OpsRequest {
                 method: request.request_context.http.method.to_string(),
-                path: percent_decode(
-                    request.raw_path.as_deref().unwrap_or_default(),
-                    false,
-                ),
+                path: percent_decode(request.raw_path.as_deref().unwrap_or_default(), false),
                 query: request
                     .query_string_parameters
                     .iter()

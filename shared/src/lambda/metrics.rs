@@ -48,7 +48,10 @@ impl BatchMetrics {
         if std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some() && !self.values.is_empty() {
             println!(
                 "{}",
-                self.to_emf(service, crate::domain::timestamp::Timestamp::now().unix_millis())
+                self.to_emf(
+                    service,
+                    crate::domain::timestamp::Timestamp::now().unix_millis()
+                )
             );
         }
     }

@@ -18,12 +18,7 @@ pub async fn handle_s3_event(
         let key = object
             .url_decoded_key
             .clone()
-            .or_else(|| {
-                object
-                    .key
-                    .as_deref()
-                    .map(|k| percent_decode(k, true))
-            })
+            .or_else(|| object.key.as_deref().map(|k| percent_decode(k, true)))
             .unwrap_or_default();
         let dropped = DroppedObject {
             bucket,

@@ -27,9 +27,9 @@ use crate::domain::model::{
     CorrectionKind, CorrectionRule, CorrectionRules, IdentityCorrection, Observation, SourceRef,
     SupersessionRecord, SweepRecord,
 };
+use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{Clock, CrashPoint, Faults, StoreError};
 use crate::protocols::projection::EvidenceReads;
-use crate::domain::timestamp::Timestamp;
 use async_trait::async_trait;
 use serde::Serialize;
 use std::collections::BTreeSet;

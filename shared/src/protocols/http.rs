@@ -1,8 +1,8 @@
 //! HTTP routing for the read API, independent of the transport: API Gateway (Lambda) and the
 //! local stack's server both translate into `HttpRequest` and back from `HttpResponse`.
 
-use crate::protocols::query::{Principal, QueryError, QueryService, READ_SCOPE};
 use crate::domain::timestamp::Timestamp;
+use crate::protocols::query::{Principal, QueryError, QueryService, READ_SCOPE};
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;

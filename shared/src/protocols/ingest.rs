@@ -22,13 +22,13 @@ use crate::domain::model::{
     QUARANTINE_OPEN, ROWS_PER_TRANSACTION, VERIFICATION_UNVERIFIED,
 };
 use crate::domain::normalize::{normalize, NormalizedRow};
+use crate::domain::reject::{RejectCode, Rejection};
+use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{
     ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite, AttemptProbe, ChunkOutcome,
     ChunkWrite, Clock, ConnectorDirectory, CrashPoint, EvidenceStore, Faults, ReplacedRecord,
     ReplayAction, StoreError,
 };
-use crate::domain::reject::{RejectCode, Rejection};
-use crate::domain::timestamp::Timestamp;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,9 +8,9 @@
 use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::domain::hashing::{base32_lower, sha256};
 use crate::domain::model::{SourceQuarantine, SourceQuarantineEvent, SourceRef};
+use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::StoreError;
 use crate::protocols::projection::EvidenceReads;
-use crate::domain::timestamp::Timestamp;
 use serde::Serialize;
 use tracing::info;
 

@@ -5,9 +5,11 @@ use super::secrets::SigningSecrets;
 use super::signing::{timestamp_is_fresh, verify_signature, Verification};
 use crate::domain::connector::{ConnectorConfig, IdentityRule, PayloadFormat};
 use crate::domain::hashing::sha256_hex;
-use crate::protocols::http::HttpResponse;
-use crate::domain::ids::{ConnectorId, DeliveryKey, FallbackFields, IdentityStrength, SourceDeliveryId};
+use crate::domain::ids::{
+    ConnectorId, DeliveryKey, FallbackFields, IdentityStrength, SourceDeliveryId,
+};
 use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
+use crate::protocols::http::HttpResponse;
 use crate::protocols::ports::{Clock, ConnectorDirectory};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -342,4 +344,3 @@ fn cloud_event_id(document: &Value) -> Option<(&str, &str)> {
     let id = object.get("id")?.as_str().filter(|s| !s.is_empty())?;
     Some((source, id))
 }
-

@@ -142,4 +142,3 @@ fn signature_matches(
     }
     matched
 }
-

@@ -1,20 +1,22 @@
 use super::*;
-use crate::domain::connector::{ConnectorConfig, IdentityRule, PayloadFormat};
+use crate::domain::connector::{
+    ConnectorConfig, IdentityRule, PayloadFormat, Publication, DEFAULT_HORIZON_DAYS,
+    DEFAULT_MAX_BODY_BYTES,
+};
+use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
+use crate::domain::fingerprint::CanonicalizationRule;
 use crate::domain::hashing::{base64_encode, sha256_hex};
-use crate::domain::ids::{ConnectorId, IdentityStrength, SourceDeliveryId};
-use crate::intake::{ClaimStore, DeliveryQueue};
+use crate::domain::ids::{
+    ConnectorId, IdentityStrength, SourceAccount, SourceDeliveryId, TenantId,
+};
+use crate::domain::timestamp::Timestamp;
+use crate::intake::{ClaimStore, DeliveryQueue, QueueError, StoredClaim};
 use crate::protocols::http::HttpResponse;
 use crate::protocols::ports::{Clock, ConnectorDirectory, StoreError};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use crate::domain::connector::{Publication, DEFAULT_HORIZON_DAYS, DEFAULT_MAX_BODY_BYTES};
-use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
-use crate::domain::fingerprint::CanonicalizationRule;
-use crate::domain::ids::{SourceAccount, TenantId};
-use crate::intake::{QueueError, StoredClaim};
-use crate::domain::timestamp::Timestamp;
 
 pub(crate) const NOW: i64 = 1_796_025_600; // 2026-11-30T08:00:00Z
 pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";

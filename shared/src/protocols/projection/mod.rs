@@ -4,14 +4,14 @@
 //! and `rebuild` is the same computation run over everything.
 
 use crate::domain::connector::{ConnectorConfig, Publication};
-use crate::protocols::corrections::Reattribution;
 use crate::domain::ids::{ConnectorId, ObservationId, RunId, TenantId};
 use crate::domain::model::{
     CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
     RunStatus, SourceQuarantine, SourceRef,
 };
-use crate::protocols::ports::StoreError;
 use crate::domain::timestamp::Timestamp;
+use crate::protocols::corrections::Reattribution;
+use crate::protocols::ports::StoreError;
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
