@@ -10,6 +10,21 @@
 //!    the same way;
 //! 4. more than 98 rows are stored in chunks under a `PENDING` record, flipped to `COMMITTED`
 //!    by the last chunk; any later attempt resumes where the record says it stopped.
+//!
+//! Files: the service and its steps here, `outcome` (what one message answers), `keys` (the
+//! deterministic names and chunk plans), `refusals` (mismatches quarantined, unusable input
+//! rejected).
+
+mod keys;
+mod outcome;
+mod refusals;
+
+pub(crate) use keys::attempt_nonce;
+use keys::transaction_token;
+pub use keys::{artifact_key, chunk_plan, fingerprint_of, rejected_key};
+pub use outcome::{
+    DeliveryResult, IngestError, IngestOutcome, MismatchReport, RejectReport, MISMATCH_CODE,
+};
 
 use crate::domain::connector::{ConnectorConfig, ConnectorConfigError, PayloadFormat};
 use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
@@ -37,98 +52,6 @@ use tracing::{error, field, info, warn, Instrument};
 /// Bound on probe/transaction rounds for one message before it is handed back to the queue.
 const MAX_ROUNDS: u32 = 40;
 
-pub const MISMATCH_CODE: &str = "replay_payload_mismatch";
-
-/// The stored result of a delivery, as every attempt at it reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DeliveryResult {
-    pub delivery_key: String,
-    pub fingerprint: Fingerprint,
-    pub observation_ids: Vec<ObservationId>,
-    pub attempts: u32,
-    pub epoch: u32,
-    pub dedup_confidence: DedupConfidence,
-    pub artifact_key: String,
-}
-
-impl DeliveryResult {
-    fn of(record: &ReplayRecord) -> Self {
-        Self {
-            delivery_key: record.delivery_key.clone(),
-            fingerprint: record.fingerprint.clone(),
-            observation_ids: record.observation_ids.clone(),
-            attempts: record.attempts,
-            epoch: record.epoch,
-            dedup_confidence: record.dedup_confidence,
-            artifact_key: record.artifact_key.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MismatchReport {
-    pub delivery_key: String,
-    pub quarantine_id: String,
-    pub stored_fingerprint: Fingerprint,
-    pub received_fingerprint: Fingerprint,
-    pub evidence_key: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RejectReport {
-    pub quarantine_id: String,
-    pub code: RejectCode,
-    pub message: String,
-}
-
-/// What happened to one message. Every variant is final: the message is acknowledged.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IngestOutcome {
-    /// This attempt stored the delivery (or finished storing it).
-    Committed(DeliveryResult),
-    /// The delivery was already stored with the same fingerprint; nothing new was created.
-    Replayed(DeliveryResult),
-    /// Same key, different fingerprint: quarantined, nothing stored was changed.
-    Mismatch(MismatchReport),
-    /// Input that can never be stored: recorded with its reason code.
-    Rejected(RejectReport),
-}
-
-impl IngestOutcome {
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Committed(_) => "committed",
-            Self::Replayed(_) => "replayed",
-            Self::Mismatch(_) => MISMATCH_CODE,
-            Self::Rejected(r) => r.code.as_str(),
-        }
-    }
-
-    pub fn result(&self) -> Option<&DeliveryResult> {
-        match self {
-            Self::Committed(r) | Self::Replayed(r) => Some(r),
-            _ => None,
-        }
-    }
-}
-
-/// A failure that a later delivery of the same message may get past: the message is retried
-/// (and, after the queue's `maxReceiveCount`, moved to the dead-letter queue).
-#[derive(Debug, thiserror::Error)]
-pub enum IngestError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Artifact(#[from] ArtifactError),
-    #[error("injected crash at {0:?}")]
-    InjectedCrash(CrashPoint),
-    #[error("delivery {0} stayed contended for {MAX_ROUNDS} rounds")]
-    Contended(String),
-    /// The stored connector breaks `ConnectorConfig::validate` (written past `put_connector`).
-    /// Nothing is guessed: the message is retried and ends in the dead-letter queue until an
-    /// operator fixes the connector and redrives it.
-    #[error("connector configuration refused: {0}")]
-    ConnectorMisconfigured(#[from] ConnectorConfigError),
 }
 
 enum Failure {
@@ -770,109 +693,6 @@ impl IngestService {
             })
             .collect()
     }
-
-    async fn quarantine_mismatch(
-        &self,
-        d: &Delivery,
-        stored: &ReplayRecord,
-        received: Fingerprint,
-    ) -> Result<IngestOutcome, IngestError> {
-        self.crash_point(CrashPoint::BeforeQuarantineEntry)?;
-        let quarantine_id = format!(
-            "q_{}",
-            base32_lower(
-                &sha256(
-                    format!(
-                        "mismatch\n{}\n{}\n{}",
-                        d.key_text, stored.epoch, d.payload_sha256
-                    )
-                    .as_bytes()
-                )[..16]
-            )
-        );
-        let entry = QuarantineEntry {
-            quarantine_id: quarantine_id.clone(),
-            kind: QuarantineKind::Mismatch,
-            reason_code: MISMATCH_CODE.to_owned(),
-            message: format!(
-                "delivery {} was stored with fingerprint {} but was delivered again with fingerprint {}; \
-                 the stored observations are unchanged",
-                d.key_text, stored.fingerprint, received
-            ),
-            tenant: d.key.tenant.to_string(),
-            connector: Some(d.key.connector.to_string()),
-            delivery_key: Some(d.key_text.clone()),
-            stored_fingerprint: Some(stored.fingerprint.clone()),
-            received_fingerprint: Some(received.clone()),
-            stored_artifact_key: Some(stored.artifact_key.clone()),
-            stored_observation_ids: Some(stored.observation_ids.clone()),
-            evidence_key: d.artifact_key.clone(),
-            evidence_sha256: d.payload_sha256.clone(),
-            first_seen_at: d.now,
-            status: QUARANTINE_OPEN.to_owned(),
-        };
-        self.store.put_quarantine(&entry).await?;
-        self.crash_point(CrashPoint::AfterQuarantineEntry)?;
-        warn!(quarantine_id = %quarantine_id, stored = %stored.fingerprint, received = %received, "replay_payload_mismatch: quarantined");
-        Ok(IngestOutcome::Mismatch(MismatchReport {
-            delivery_key: d.key_text.clone(),
-            quarantine_id,
-            stored_fingerprint: stored.fingerprint.clone(),
-            received_fingerprint: received,
-            evidence_key: d.artifact_key.clone(),
-        }))
-    }
-
-    /// Records a refusal with the whole message as evidence; the message is then acknowledged.
-    async fn reject(
-        &self,
-        message: &[u8],
-        envelope: Option<&DeliveryEnvelope>,
-        rejection: Rejection,
-    ) -> Result<IngestOutcome, IngestError> {
-        let digest = sha256(message);
-        let digest_hex = hex(&digest);
-        let tenant = envelope.map_or_else(
-            || UNREADABLE_ENVELOPE_TENANT.to_owned(),
-            |e| e.tenant.to_string(),
-        );
-        let evidence_key = rejected_key(&tenant, &digest_hex);
-        let now = self.clock.now();
-        let meta = ArtifactMeta {
-            content_type: "application/json".to_owned(),
-            delivery_key: envelope.map(|e| e.delivery_key().as_string()),
-            retrieved_at: envelope.map_or(now, |e| e.retrieved_at),
-        };
-        self.artifacts
-            .put_verified(&evidence_key, message, &digest, &meta)
-            .await?;
-        let quarantine_id = format!("r_{}", base32_lower(&digest[..16]));
-        let entry = QuarantineEntry {
-            quarantine_id: quarantine_id.clone(),
-            kind: QuarantineKind::Rejected,
-            reason_code: rejection.code.as_str().to_owned(),
-            message: rejection.message.clone(),
-            tenant,
-            connector: envelope.map(|e| e.connector.to_string()),
-            delivery_key: envelope.map(|e| e.delivery_key().as_string()),
-            stored_fingerprint: None,
-            received_fingerprint: None,
-            stored_artifact_key: None,
-            stored_observation_ids: None,
-            evidence_key,
-            evidence_sha256: digest_hex,
-            first_seen_at: now,
-            status: QUARANTINE_OPEN.to_owned(),
-        };
-        self.store.put_quarantine(&entry).await?;
-        self.crash_point(CrashPoint::AfterQuarantineEntry)?;
-        warn!(code = rejection.code.as_str(), quarantine_id = %quarantine_id, reason = %rejection.message, "rejected");
-        Ok(IngestOutcome::Rejected(RejectReport {
-            quarantine_id,
-            code: rejection.code,
-            message: rejection.message,
-        }))
-    }
 }
 
 /// After `store_fresh`: whether this attempt's create transaction wrote the record (with
@@ -882,89 +702,6 @@ fn created_the_record(next: &Step) -> bool {
         next,
         Step::Resume(_) | Step::Done(IngestOutcome::Committed(_))
     )
-}
-
-/// Row ranges of each transaction. Up to 98 rows: one transaction (replay record, rows, run
-/// page = 100 actions). More: chunks of 98, the last one at most 97 so that it also carries the
-/// record's commit, the run page and the commit marker.
-pub fn chunk_plan(rows: usize) -> Vec<std::ops::Range<usize>> {
-    if rows <= ROWS_PER_TRANSACTION {
-        return std::iter::once(0..rows).collect();
-    }
-    let mut plan = Vec::new();
-    let mut start = 0;
-    while rows - start > ROWS_PER_TRANSACTION - 1 {
-        let take = if rows - start == ROWS_PER_TRANSACTION {
-            ROWS_PER_TRANSACTION - 1
-        } else {
-            ROWS_PER_TRANSACTION
-        };
-        plan.push(start..start + take);
-        start += take;
-    }
-    plan.push(start..rows);
-    plan
-}
-
-pub fn fingerprint_of(
-    rule: CanonicalizationRule,
-    format: PayloadFormat,
-    body: &[u8],
-) -> Result<Fingerprint, Rejection> {
-    Fingerprint::compute(rule, body, format.rows_path()).map_err(|e| {
-        Rejection::new(
-            RejectCode::InvalidPayload,
-            format!("body cannot be canonicalized: {e}"),
-        )
-    })
-}
-
-/// `raw/{tenant}/{connector}/{sha256(delivery key)[..32]}/{payload sha256}`: deterministic, so a
-/// retry finds the artifact its earlier attempt wrote, and a different payload never lands on it.
-pub fn artifact_key(key: &DeliveryKey, payload_sha256: &str) -> String {
-    let key_digest = hex(&sha256(key.as_string().as_bytes()));
-    format!(
-        "raw/{}/{}/{}/{}",
-        key.tenant,
-        key.connector,
-        &key_digest[..32],
-        payload_sha256
-    )
-}
-
-/// `rejected/{tenant or _unknown}/{sha256 of the whole queue message}`: the evidence of a
-/// refused delivery.
-pub fn rejected_key(tenant: &str, message_sha256_hex: &str) -> String {
-    format!("rejected/{tenant}/{message_sha256_hex}")
-}
-
-/// Derived from (delivery, fingerprint, epoch, chunk) and this attempt's random nonce: the
-/// SDK's own retry of a lost response reuses it and is absorbed by DynamoDB instead of running
-/// twice. Every attempt gets its own token: two concurrent attempts with identical items (same
-/// clock reading) would otherwise share one, and DynamoDB would report the loser's transaction
-/// as a success it never ran; a reused token with other parameters would be refused for 10
-/// minutes. Across attempts the replay-record conditions decide.
-fn transaction_token(record: &ReplayRecord, chunk: u32, attempt_nonce: u64) -> String {
-    let digest = sha256(
-        format!(
-            "tx\n{}\n{}\n{}\n{chunk}\n{attempt_nonce}",
-            record.delivery_key, record.fingerprint, record.epoch
-        )
-        .as_bytes(),
-    );
-    hex(&digest[..16])
-}
-
-/// A random value per attempt (std's per-instance randomly keyed hasher).
-pub(crate) fn attempt_nonce() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish()
 }
 
 fn run_page(record: &ReplayRecord, at: Timestamp) -> Option<RunPageUpdate> {
@@ -990,29 +727,4 @@ fn backoff(round: u32, key: &str) -> Duration {
         .unwrap_or(0);
     let noise = u64::from(sha256(format!("{key}{nanos}").as_bytes())[0]);
     Duration::from_millis(base + noise % (base + 1))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::chunk_plan;
-
-    #[test]
-    fn chunk_plans_cover_every_row_once_and_leave_room_in_the_last_chunk() {
-        for rows in [0usize, 1, 97, 98, 99, 195, 196, 197, 294, 400, 5000] {
-            let plan = chunk_plan(rows);
-            let covered: usize = plan.iter().map(|r| r.len()).sum();
-            assert_eq!(covered, rows);
-            assert!(plan.windows(2).all(|w| w[0].end == w[1].start));
-            assert!(plan.iter().all(|r| r.len() <= 98));
-            if plan.len() > 1 {
-                assert!(plan.last().unwrap().len() <= 97, "{rows}: {plan:?}");
-            }
-        }
-        assert_eq!(chunk_plan(400).len(), 5);
-        assert_eq!(chunk_plan(98).len(), 1);
-        assert_eq!(
-            chunk_plan(196).iter().map(|r| r.len()).collect::<Vec<_>>(),
-            vec![98, 97, 1]
-        );
-    }
 }
