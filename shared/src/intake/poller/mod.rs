@@ -503,7 +503,7 @@ fn first_page_header(body: &[u8]) -> Result<(String, u32), PullError> {
     Ok((found.export_id, page_count))
 }
 
-/// In-memory fakes of the poller's ports, for unit tests here and in `fake_supplier`.
+/// In-memory fakes of the poller's ports, for unit tests here and in `crate::intake::drops`.
 #[cfg(test)]
 pub(crate) mod fakes;
 

@@ -58,8 +58,7 @@ async fn three_pages_become_three_envelopes_of_one_run() {
             page_body("EXP-8821", page, 3)
         );
         // What the poller sends is what ingest accepts.
-        crate::domain::envelope::DeliveryEnvelope::parse(envelope.to_json().as_bytes())
-            .unwrap();
+        crate::domain::envelope::DeliveryEnvelope::parse(envelope.to_json().as_bytes()).unwrap();
     }
 
     let runs = h.journal.runs();
