@@ -26,15 +26,14 @@ pub use outcome::{
     DeliveryResult, IngestError, IngestOutcome, MismatchReport, RejectReport, MISMATCH_CODE,
 };
 
-use crate::domain::connector::{ConnectorConfig, ConnectorConfigError, PayloadFormat};
+use crate::domain::connector::ConnectorConfig;
 use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
-use crate::domain::fingerprint::{CanonicalizationRule, Fingerprint};
-use crate::domain::hashing::{base32_lower, base64_decode, hex, sha256};
-use crate::domain::ids::{DeliveryKey, ObservationId, UNREADABLE_ENVELOPE_TENANT};
+use crate::domain::fingerprint::Fingerprint;
+use crate::domain::hashing::{base64_decode, hex, sha256};
+use crate::domain::ids::{DeliveryKey, ObservationId};
 use crate::domain::model::{
-    CommitMarker, CorrectionRules, DedupConfidence, Observation, PriorEpoch, QuarantineEntry,
-    QuarantineKind, ReplayRecord, ReplayState, RunPageUpdate, SourceRef, CLAIM_SOURCE_REPORTED,
-    QUARANTINE_OPEN, ROWS_PER_TRANSACTION, VERIFICATION_UNVERIFIED,
+    CommitMarker, CorrectionRules, DedupConfidence, Observation, PriorEpoch, ReplayRecord,
+    ReplayState, RunPageUpdate, SourceRef, CLAIM_SOURCE_REPORTED, VERIFICATION_UNVERIFIED,
 };
 use crate::domain::normalize::{normalize, NormalizedRow};
 use crate::domain::reject::{RejectCode, Rejection};
@@ -44,15 +43,12 @@ use crate::protocols::ports::{
     ChunkWrite, Clock, ConnectorDirectory, CrashPoint, EvidenceStore, Faults, ReplacedRecord,
     ReplayAction, StoreError,
 };
-use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{error, field, info, warn, Instrument};
 
 /// Bound on probe/transaction rounds for one message before it is handed back to the queue.
 const MAX_ROUNDS: u32 = 40;
-
-}
 
 enum Failure {
     Refused(Rejection),

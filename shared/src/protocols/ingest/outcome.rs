@@ -2,6 +2,7 @@
 //! rejected) or a transient error that redelivery may get past.
 
 use super::MAX_ROUNDS;
+use crate::domain::connector::ConnectorConfigError;
 use crate::domain::fingerprint::Fingerprint;
 use crate::domain::ids::ObservationId;
 use crate::domain::model::{DedupConfidence, ReplayRecord};
@@ -101,3 +102,4 @@ pub enum IngestError {
     /// operator fixes the connector and redrives it.
     #[error("connector configuration refused: {0}")]
     ConnectorMisconfigured(#[from] ConnectorConfigError),
+}
