@@ -1,6 +1,7 @@
 //! Ops Lambda: HTTP API (payload 2.0, ops JWT authorizer, scope `ops:write`) ->
-//! `feedsafe::lambda::apigw::handle_apigw_ops`. Delivery status, runs, quarantine review and resolution,
-//! identity corrections, source quarantines, pull runs and presigned raw-artifact links.
+//! `feedsafe::lambda::apigw::handle_apigw_ops`. Delivery status, runs, quarantine review and
+//! resolution, identity corrections, source quarantines, pull runs and presigned raw-artifact
+//! links.
 //!
 //! Environment: `EVIDENCE_TABLE`, `RAW_BUCKET`, `INGEST_QUEUE_URL` (accepted quarantined payloads
 //! and pull-run pages are enqueued there), optional `S3_FORCE_PATH_STYLE`.

@@ -1,7 +1,7 @@
 //! Poller Lambda: on an EventBridge schedule with payload `{"connector": "acme-eu"}`, pulls the
-//! connector's current export (`feedsafe::lambda::schedule::handle_pull_schedule`) and enqueues every page
-//! on the ingest queue. Returns the `PullReport`; an unknown or non-pull connector, an unreadable
-//! first page or an unavailable run ledger fails the invocation.
+//! connector's current export (`feedsafe::lambda::schedule::handle_pull_schedule`) and enqueues
+//! every page on the ingest queue. Returns the `PullReport`; an unknown or non-pull connector, an
+//! unreadable first page or an unavailable run ledger fails the invocation.
 
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};

@@ -1,4 +1,5 @@
-//! Projector Lambda: DynamoDB stream of the evidence table -> `feedsafe::lambda::stream::handle_stream_batch`.
+//! Projector Lambda: DynamoDB stream of the evidence table ->
+//! `feedsafe::lambda::stream::handle_stream_batch`.
 
 use aws_lambda_events::event::dynamodb::Event;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;

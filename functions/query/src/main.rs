@@ -1,5 +1,6 @@
-//! Query Lambda: HTTP API (payload 2.0, JWT authorizer) -> `feedsafe::lambda::apigw::handle_apigw_read`.
-//! Read-only: the function's role allows only DynamoDB reads.
+//! Query Lambda: HTTP API (payload 2.0, JWT authorizer) ->
+//! `feedsafe::lambda::apigw::handle_apigw_read`. Read-only: the function's role allows only
+//! DynamoDB reads.
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;

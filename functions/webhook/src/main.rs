@@ -1,6 +1,7 @@
 //! Webhook Lambda: HTTP API (payload 2.0) `POST /v1/webhooks/{connector}` ->
-//! `feedsafe::lambda::apigw::handle_apigw_webhook`. Verifies the Standard Webhooks signature against
-//! the connector's secrets in Secrets Manager and puts the delivery envelope on the ingest queue.
+//! `feedsafe::lambda::apigw::handle_apigw_webhook`. Verifies the Standard Webhooks signature
+//! against the connector's secrets in Secrets Manager and puts the delivery envelope on the
+//! ingest queue.
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;

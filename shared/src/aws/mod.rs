@@ -1,4 +1,6 @@
-//! AWS adapters: the only place that knows about `AttributeValue`, `SdkError` and HTTP status.
+//! AWS adapters: DynamoDB, S3, SQS and Secrets Manager behind the ports of `crate::protocols`
+//! and `crate::intake`, and the evidence table's stream records decoded. The only place that
+//! knows about `AttributeValue`, `SdkError` and HTTP status.
 
 pub mod corrections;
 pub mod dynamo;

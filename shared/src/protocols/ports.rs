@@ -1,5 +1,7 @@
-//! What the ingest algorithm needs from the outside world. Adapters in `crate::aws` implement
-//! these against DynamoDB and S3; the contract each method MUST keep is in its doc comment.
+//! What the protocols need from the outside world: the error every store answers with, the
+//! clock, the connector directory, and the ingest algorithm's evidence and artifact stores and
+//! fault points. Adapters in `crate::aws` implement these against DynamoDB and S3; the contract
+//! each method MUST keep is in its doc comment.
 
 use crate::domain::connector::ConnectorConfig;
 use crate::domain::fingerprint::Fingerprint;
