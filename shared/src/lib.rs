@@ -1,39 +1,24 @@
-//! Replay-safe supplier feed ingestion: the domain (deliveries, fingerprints, observations,
-//! runs), the ports it needs, the ingest protocol, and the AWS adapters behind the ports.
+//! Replay-safe supplier feed ingestion, one folder per layer (each `mod.rs` says what it holds):
+//!
+//! - `domain`: deliveries, fingerprints, canonical items, money, observations, replay records,
+//!   runs and connector rules, as plain values; no AWS type, no I/O;
+//! - `protocols`: ingest, projection, the read path (`query`, which never reaches ingestion),
+//!   identity corrections and source quarantines, written against ports (`protocols/ports.rs`,
+//!   `protocols/projection/ports.rs`), and the transport-independent HTTP answers (`http`);
+//! - `intake`: the producers (signed webhooks, scheduled pulls, file drops) and the ingest-queue
+//!   ports they share;
+//! - `aws`: the DynamoDB, S3, SQS and Secrets Manager adapters behind those ports;
+//! - `ops`: the operators' API over the protocols, the intake and the raw archive;
+//! - `lambda`: each function's entry point from its event shape, and what it wires at start.
+//!
+//! Each layer uses only the ones listed before it (the adapters in `aws` implement the ports of
+//! `protocols` and `intake`), with one exception: `protocols::operations` takes the DynamoDB
+//! store itself. Local-only code (resources from the template, the fake supplier, fault
+//! injection) lives in the local stack's crate (`infra/local`), not here.
 
 pub mod aws;
-pub mod canonical_json;
-pub mod config;
-pub mod connector;
-pub mod corrections;
-pub mod currency;
-pub mod drops;
-pub mod envelope;
-#[cfg(feature = "local")]
-pub mod fake_supplier;
-#[cfg(feature = "local")]
-pub mod fidelity;
-pub mod fingerprint;
-pub mod hashing;
-pub mod http;
-pub mod ids;
-pub mod ingest;
+pub mod domain;
 pub mod intake;
-pub mod item;
 pub mod lambda;
-#[cfg(feature = "local")]
-pub mod local;
-pub mod metrics;
-pub mod model;
-pub mod money;
-pub mod normalize;
-pub mod operations;
 pub mod ops;
-pub mod poller;
-pub mod ports;
-pub mod projection;
-pub mod query;
-pub mod reject;
-pub mod stream;
-pub mod timestamp;
-pub mod webhook;
+pub mod protocols;

@@ -3,13 +3,13 @@
 //! currency parsing, CSV and CloudEvents normalization. 500 cases each by default;
 //! `FEEDSAFE_FUZZ_CASES=10000` for a long run. No engine needed.
 
-use feedsafe::canonical_json::{canonicalize, CanonicalJsonError, MAX_DEPTH};
-use feedsafe::connector::PayloadFormat;
-use feedsafe::currency::is_iso4217_currency;
-use feedsafe::fingerprint::{CanonicalizationRule, Fingerprint};
-use feedsafe::money::Price;
-use feedsafe::normalize::normalize;
-use feedsafe::webhook::{sign, verify_signature, SigningSecret, Verification};
+use feedsafe::domain::canonical_json::{canonicalize, CanonicalJsonError, MAX_DEPTH};
+use feedsafe::domain::connector::PayloadFormat;
+use feedsafe::domain::currency::is_iso4217_currency;
+use feedsafe::domain::fingerprint::{CanonicalizationRule, Fingerprint};
+use feedsafe::domain::money::Price;
+use feedsafe::domain::normalize::normalize;
+use feedsafe::intake::webhook::{sign, verify_signature, SigningSecret, Verification};
 use proptest::prelude::*;
 
 fn cases() -> u32 {

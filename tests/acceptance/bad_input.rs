@@ -1,10 +1,10 @@
 //! Poison input: each kind gets its own stable code, nothing is committed, nothing loops.
 
 use acceptance::*;
-use feedsafe::connector::ConnectorConfig;
-use feedsafe::envelope::{BodyRef, DeliveryEnvelope};
-use feedsafe::ingest::IngestOutcome;
-use feedsafe::model::QuarantineKind;
+use feedsafe::domain::connector::ConnectorConfig;
+use feedsafe::domain::envelope::{BodyRef, DeliveryEnvelope};
+use feedsafe::domain::model::QuarantineKind;
+use feedsafe::protocols::ingest::IngestOutcome;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -27,7 +27,7 @@ async fn each_kind_of_bad_input_is_rejected_with_its_own_code_and_nothing_is_com
         row_page(row)
     };
     let unknown = ConnectorConfig {
-        connector: feedsafe::ids::ConnectorId::parse("nobody").unwrap(),
+        connector: feedsafe::domain::ids::ConnectorId::parse("nobody").unwrap(),
         ..acme.clone()
     };
     let oversized_inline = export_page(
@@ -113,7 +113,7 @@ async fn each_kind_of_bad_input_is_rejected_with_its_own_code_and_nothing_is_com
         // The literal message is kept as evidence.
         let evidence = env.read_object(&entry.evidence_key).await;
         assert_eq!(
-            feedsafe::hashing::sha256_hex(&evidence),
+            feedsafe::domain::hashing::sha256_hex(&evidence),
             entry.evidence_sha256
         );
         *by_code.entry(entry.reason_code.clone()).or_default() += 1;
@@ -140,15 +140,15 @@ async fn a_transient_failure_is_redelivered_and_lands_in_the_dlq_after_max_recei
     env.seed(&acme).await;
     let (dynamodb, _) = engine_endpoints();
     let broken = feedsafe::aws::AwsClients::local(&dynamodb, "http://127.0.0.1:9");
-    let failing = feedsafe::ingest::IngestService::new(
+    let failing = feedsafe::protocols::ingest::IngestService::new(
         env.store.clone(),
         std::sync::Arc::new(feedsafe::aws::s3::S3ArtifactStore::new(
             broken.s3,
             &env.bucket,
         )),
         env.store.clone(),
-        std::sync::Arc::new(feedsafe::ports::SystemClock),
-        std::sync::Arc::new(feedsafe::ports::NoFaults),
+        std::sync::Arc::new(feedsafe::protocols::ports::SystemClock),
+        std::sync::Arc::new(feedsafe::protocols::ports::NoFaults),
     );
     let body = export_page(
         "EXP-8821",

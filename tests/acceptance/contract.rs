@@ -11,10 +11,10 @@ use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use aws_lambda_events::event::dynamodb::Event as DynamoDbEvent;
 use aws_lambda_events::event::s3::S3Event;
 use aws_lambda_events::event::sqs::SqsEvent;
-use feedsafe::envelope::{BodyRef, DeliveryEnvelope};
-use feedsafe::hashing::{base64_decode, sha256_hex};
-use feedsafe::ids::ObservationId;
-use feedsafe::projection::EvidenceChange;
+use feedsafe::domain::envelope::{BodyRef, DeliveryEnvelope};
+use feedsafe::domain::hashing::{base64_decode, sha256_hex};
+use feedsafe::domain::ids::ObservationId;
+use feedsafe::protocols::projection::EvidenceChange;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -71,7 +71,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
 const HTTP_METHODS: [&str; 7] = ["get", "put", "post", "delete", "options", "head", "patch"];
 
 fn repo_root() -> PathBuf {
-    feedsafe::local::template_path()
+    template_spec::template_path()
         .parent()
         .expect("template directory")
         .to_path_buf()
@@ -539,7 +539,7 @@ fn stream_event_is_the_observation_of_the_sample_delivery() {
         Some("NEW_AND_OLD_IMAGES")
     );
     let image = record.change.new_image.clone();
-    let change = feedsafe::stream::classify(
+    let change = feedsafe::aws::stream_records::classify(
         &record.event_name,
         Some(record.change.old_image),
         Some(record.change.new_image),
@@ -557,7 +557,7 @@ fn stream_event_is_the_observation_of_the_sample_delivery() {
     assert_eq!(observation.artifact_sha256, sha);
     assert_eq!(
         observation.artifact_key,
-        feedsafe::ingest::artifact_key(&key, &sha)
+        feedsafe::protocols::ingest::artifact_key(&key, &sha)
     );
     assert_eq!(observation.retrieved_at, envelope.retrieved_at);
     assert_eq!(
@@ -579,7 +579,7 @@ fn http_events_are_routed_and_authorized_like_the_gateway() {
     let query: ApiGatewayV2httpRequest = event("query-http.json");
     let route = assert_routed(&query, "query-http.json");
     assert_eq!(route.function, "QueryFunction");
-    let reader = feedsafe::lambda::principal_from_apigw(&query).expect("JWT principal");
+    let reader = feedsafe::lambda::apigw::principal_from_apigw(&query).expect("JWT principal");
     assert_eq!(reader.tenant.as_str(), "demo");
     assert!(reader.scopes.iter().any(|s| s == "offers:read"));
     assert!(!reader.scopes.iter().any(|s| s == "ops:write"));
@@ -587,7 +587,7 @@ fn http_events_are_routed_and_authorized_like_the_gateway() {
     let ops: ApiGatewayV2httpRequest = event("ops-http.json");
     let route = assert_routed(&ops, "ops-http.json");
     assert_eq!(route.function, "OpsFunction");
-    let operator = feedsafe::lambda::principal_from_apigw(&ops).expect("JWT principal");
+    let operator = feedsafe::lambda::apigw::principal_from_apigw(&ops).expect("JWT principal");
     assert!(operator.scopes.iter().any(|s| s == "ops:write"));
     assert!(ops
         .raw_path
@@ -623,8 +623,8 @@ fn http_events_are_routed_and_authorized_like_the_gateway() {
         .as_str()
         .expect("a local sample secret for the webhook connector")
         .to_owned();
-    let secret = feedsafe::webhook::SigningSecret::parse(&secret).expect("secret");
-    let expected = feedsafe::webhook::sign(
+    let secret = feedsafe::intake::webhook::SigningSecret::parse(&secret).expect("secret");
+    let expected = feedsafe::intake::webhook::sign(
         &secret,
         &id,
         timestamp.parse().expect("unix seconds"),

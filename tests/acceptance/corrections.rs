@@ -2,9 +2,9 @@
 //! quarantine (issue 8 items 1, 2 and 3), through the running local stack's routes.
 
 use acceptance::*;
-use feedsafe::connector::ConnectorConfig;
-use feedsafe::ports::{CrashPoint, SystemClock};
-use feedsafe::projection::ProjectionStore;
+use feedsafe::domain::connector::ConnectorConfig;
+use feedsafe::protocols::ports::{CrashPoint, SystemClock};
+use feedsafe::protocols::projection::ProjectionStore;
 use local_stack::{sample_connectors, Stack};
 use serde_json::{json, Value};
 
@@ -384,8 +384,8 @@ async fn lifting_a_source_quarantine_is_recorded_and_its_claims_become_current_a
     stack.stop().await;
 }
 
-fn source_of(config: &ConnectorConfig) -> feedsafe::model::SourceRef {
-    feedsafe::model::SourceRef {
+fn source_of(config: &ConnectorConfig) -> feedsafe::domain::model::SourceRef {
+    feedsafe::domain::model::SourceRef {
         tenant: config.tenant.clone(),
         connector: config.connector.clone(),
         source_account: config.source_account.clone(),
@@ -397,11 +397,11 @@ fn request(
     from: &str,
     to: &str,
     reason: &str,
-) -> feedsafe::corrections::CorrectionRequest {
-    feedsafe::corrections::CorrectionRequest {
+) -> feedsafe::protocols::corrections::CorrectionRequest {
+    feedsafe::protocols::corrections::CorrectionRequest {
         source: source_of(config),
         from_item: from.into(),
-        to_item: feedsafe::item::CanonicalItem::parse_key(to).unwrap(),
+        to_item: feedsafe::domain::item::CanonicalItem::parse_key(to).unwrap(),
         reason: reason.into(),
         actor: Some("test-operator".into()),
     }
@@ -411,13 +411,13 @@ fn request(
 /// the (eventually consistent) item-history index to show it to the correction's sweep.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet() {
-    use feedsafe::fidelity::LaggingIndex;
+    use local_stack::fidelity::LaggingIndex;
     let env = spawn_env(true).await;
     let acme = acme_eu();
     env.seed(&acme).await;
-    let clock = SettableClock::at(feedsafe::timestamp::Timestamp::now());
+    let clock = SettableClock::at(feedsafe::domain::timestamp::Timestamp::now());
     let lagging = std::sync::Arc::new(LaggingIndex::new(env.store.clone(), 2_000, clock.clone()));
-    let projector = feedsafe::projection::Projector::new(
+    let projector = feedsafe::protocols::projection::Projector::new(
         lagging.clone(),
         env.projection_store(),
         env.store.clone(),
@@ -425,8 +425,8 @@ async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet()
     let mut stream = env.stream().await;
     // An older claim the index shows, and a fresh one it does not show yet.
     let old = env.service_with(
-        std::sync::Arc::new(feedsafe::ports::OffsetClock(-3600)),
-        std::sync::Arc::new(feedsafe::ports::NoFaults),
+        std::sync::Arc::new(feedsafe::protocols::ports::OffsetClock(-3600)),
+        std::sync::Arc::new(feedsafe::protocols::ports::NoFaults),
     );
     env.service_ingest(
         &old,
@@ -448,7 +448,7 @@ async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet()
     .await;
     env.drain(&mut stream, &projector).await;
     let query = env.query();
-    let now = feedsafe::timestamp::Timestamp::now();
+    let now = feedsafe::domain::timestamp::Timestamp::now();
     let quantities = |v: Value| -> Vec<u64> {
         v["offers"]
             .as_array()
@@ -469,7 +469,7 @@ async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet()
 
     let corrections = env.corrections_with(
         lagging.clone(),
-        std::sync::Arc::new(feedsafe::ports::NoFaults),
+        std::sync::Arc::new(feedsafe::protocols::ports::NoFaults),
     );
     let (view, _) = corrections
         .correct(&request(&acme, "AX-440", "AX-440-R2", "suffix resolved"))
@@ -511,15 +511,15 @@ async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet()
 
     // Once the index has caught up, the sweeper's settling pass completes the correction.
     clock.set(
-        feedsafe::timestamp::Timestamp::now()
-            .plus_seconds(feedsafe::corrections::SETTLE_AFTER_SECONDS + 5),
+        feedsafe::domain::timestamp::Timestamp::now()
+            .plus_seconds(feedsafe::protocols::corrections::SETTLE_AFTER_SECONDS + 5),
     );
-    let later = feedsafe::corrections::CorrectionService::new(
+    let later = feedsafe::protocols::corrections::CorrectionService::new(
         lagging.clone(),
         env.store.clone(),
         env.store.clone(),
         clock.clone(),
-        std::sync::Arc::new(feedsafe::ports::NoFaults),
+        std::sync::Arc::new(feedsafe::protocols::ports::NoFaults),
     );
     assert_eq!(later.settle_due().await.unwrap(), 1);
     assert_eq!(
@@ -598,21 +598,21 @@ async fn an_interrupted_correction_resumes_and_its_record_lists_everything_it_su
     assert!(
         matches!(
             err,
-            feedsafe::corrections::CorrectionError::InjectedCrash(_)
+            feedsafe::protocols::corrections::CorrectionError::InjectedCrash(_)
         ),
         "{err:?}"
     );
-    let id = feedsafe::corrections::correction_id(
+    let id = feedsafe::protocols::corrections::correction_id(
         &source_of(&acme),
         "AX-440~each~new",
-        &feedsafe::item::CanonicalItem::parse_key("AX-440-R2").unwrap(),
-        feedsafe::model::CorrectionKind::Correct,
+        &feedsafe::domain::item::CanonicalItem::parse_key("AX-440-R2").unwrap(),
+        feedsafe::domain::model::CorrectionKind::Correct,
         None,
     );
     let half = env.corrections().view(&id).await.unwrap();
     assert_eq!(
         half.superseded_observations.len(),
-        feedsafe::corrections::REATTRIBUTION_GROUP,
+        feedsafe::protocols::corrections::REATTRIBUTION_GROUP,
         "one group was done when it stopped"
     );
     let record_before = correction_item(&env, &id).await;
@@ -688,7 +688,7 @@ async fn a_correction_can_be_corrected_and_withdrawn_and_history_names_each_rule
     );
     env.drain(&mut stream, &projector).await;
     let query = env.query();
-    let now = feedsafe::timestamp::Timestamp::now();
+    let now = feedsafe::domain::timestamp::Timestamp::now();
     let offers = |item: &'static str| {
         let query = query.clone();
         let reader = env.reader();
@@ -725,7 +725,7 @@ async fn a_correction_can_be_corrected_and_withdrawn_and_history_names_each_rule
     assert!(recorded);
     assert_eq!(
         withdrawal.correction.kind,
-        feedsafe::model::CorrectionKind::Withdraw
+        feedsafe::domain::model::CorrectionKind::Withdraw
     );
     env.drain(&mut stream, &projector).await;
     assert_eq!(
@@ -741,7 +741,9 @@ async fn a_correction_can_be_corrected_and_withdrawn_and_history_names_each_rule
         service
             .withdraw(&first.correction.correction_id, "again", None)
             .await,
-        Err(feedsafe::corrections::CorrectionError::Conflict(_))
+        Err(feedsafe::protocols::corrections::CorrectionError::Conflict(
+            _
+        ))
     ));
     // The chain, claim by claim: which rule put it where, and when.
     let chain: Vec<(String, Option<String>, bool)> = {

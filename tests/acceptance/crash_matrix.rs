@@ -6,10 +6,10 @@
 //! passing run, so a clean checkout stays clean).
 
 use acceptance::*;
-use feedsafe::connector::ConnectorConfig;
-use feedsafe::ingest::{chunk_plan, IngestError, IngestOutcome};
-use feedsafe::model::ReplayState;
-use feedsafe::ports::{CrashPoint, NoFaults, SystemClock};
+use feedsafe::domain::connector::ConnectorConfig;
+use feedsafe::domain::model::ReplayState;
+use feedsafe::protocols::ingest::{chunk_plan, IngestError, IngestOutcome};
+use feedsafe::protocols::ports::{CrashPoint, NoFaults, SystemClock};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

@@ -4,13 +4,13 @@ use crate::ingest::big_page;
 use acceptance::*;
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::AwsClients;
-use feedsafe::ingest::{artifact_key, IngestError, IngestOutcome, IngestService};
-use feedsafe::model::{ReplayRecord, ReplayState};
-use feedsafe::ports::{
+use feedsafe::domain::model::{ReplayRecord, ReplayState};
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::protocols::ingest::{artifact_key, IngestError, IngestOutcome, IngestService};
+use feedsafe::protocols::ports::{
     ArtifactWrite, ChunkOutcome, ChunkWrite, CrashPoint, EvidenceStore, NoFaults, ReplayAction,
     SystemClock,
 };
-use feedsafe::timestamp::Timestamp;
 use std::sync::Arc;
 
 const PAGE2: &str = "acme/acme-eu/ACC-1/EXP-8821/2";
@@ -56,7 +56,7 @@ async fn assert_one_committed_delivery(env: &TestEnv) -> ReplayRecord {
     // Invariant 3: the observation's artifact exists and hashes to its sha256.
     let bytes = env.read_object(&observations[0].artifact_key).await;
     assert_eq!(
-        feedsafe::hashing::sha256_hex(&bytes),
+        feedsafe::domain::hashing::sha256_hex(&bytes),
         observations[0].artifact_sha256
     );
     record
@@ -127,7 +127,7 @@ async fn an_artifact_that_fails_verification_blocks_the_commit() {
     // Other bytes already stand under the deterministic key (a corrupted earlier write).
     let key = artifact_key(
         &delivery_key(&acme, "EXP-8821/2"),
-        &feedsafe::hashing::sha256_hex(&body),
+        &feedsafe::domain::hashing::sha256_hex(&body),
     );
     env.clients
         .s3
@@ -146,7 +146,7 @@ async fn an_artifact_that_fails_verification_blocks_the_commit() {
     assert!(
         matches!(
             err,
-            IngestError::Artifact(feedsafe::ports::ArtifactError::Corrupt { .. })
+            IngestError::Artifact(feedsafe::protocols::ports::ArtifactError::Corrupt { .. })
         ),
         "{err:?}"
     );
@@ -251,8 +251,8 @@ async fn a_lost_transaction_response_retried_with_the_same_token_writes_nothing_
     let observation = env.observations_of(PAGE2).await.remove(0);
     // The SDK resends the identical request when a response is lost: same token, same items.
     let other_key = delivery_key(&acme, "T/1");
-    let other_observation = feedsafe::model::Observation {
-        observation_id: feedsafe::ids::ObservationId::derive(&other_key, 0, 0),
+    let other_observation = feedsafe::domain::model::Observation {
+        observation_id: feedsafe::domain::ids::ObservationId::derive(&other_key, 0, 0),
         delivery_key: other_key.as_string(),
         ..observation.clone()
     };
@@ -375,14 +375,14 @@ async fn crash_after_a_rejection_is_recorded_records_it_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_existing_identical_artifact_is_reused_by_the_store() {
     let env = spawn_env(true).await;
-    let meta = feedsafe::ports::ArtifactMeta {
+    let meta = feedsafe::protocols::ports::ArtifactMeta {
         content_type: "application/json".into(),
         delivery_key: None,
         retrieved_at: Timestamp::now(),
     };
     let body = b"literal bytes";
-    let digest = feedsafe::hashing::sha256(body);
-    use feedsafe::ports::ArtifactStore;
+    let digest = feedsafe::domain::hashing::sha256(body);
+    use feedsafe::protocols::ports::ArtifactStore;
     assert_eq!(
         env.artifacts
             .put_verified("raw/x", body, &digest, &meta)
@@ -401,10 +401,10 @@ async fn an_existing_identical_artifact_is_reused_by_the_store() {
         .verify("raw/x", &digest)
         .await
         .expect("same bytes verify");
-    let other = feedsafe::hashing::sha256(b"other bytes");
+    let other = feedsafe::domain::hashing::sha256(b"other bytes");
     assert!(matches!(
         env.artifacts.verify("raw/x", &other).await,
-        Err(feedsafe::ports::ArtifactError::Corrupt { .. })
+        Err(feedsafe::protocols::ports::ArtifactError::Corrupt { .. })
     ));
     assert_eq!(env.object_versions("raw/x").await.len(), 1);
 }
@@ -432,12 +432,12 @@ async fn a_resume_that_backs_off_and_probes_again_counts_its_delivery_once() {
 
     // The second delivery of the message resumes, meets a conflict once, backs off, re-probes.
     let contended = ContendedAdvanceOnce::new(env.store.clone());
-    let service = feedsafe::ingest::IngestService::new(
+    let service = feedsafe::protocols::ingest::IngestService::new(
         contended,
         env.artifacts.clone(),
         env.store.clone(),
         Arc::new(SystemClock),
-        Arc::new(feedsafe::ports::NoFaults),
+        Arc::new(feedsafe::protocols::ports::NoFaults),
     );
     let outcome = service
         .ingest_message(&envelope)

@@ -8,25 +8,29 @@ use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpR
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::aws::s3::S3ArtifactStore;
+use feedsafe::aws::secrets::SecretsManagerSecrets;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
-use feedsafe::connector::ConnectorConfig;
-use feedsafe::corrections::CorrectionService;
-use feedsafe::envelope::DeliveryEnvelope;
-use feedsafe::fake_supplier::{FakeSupplier, FakeSupplierHandle};
-use feedsafe::ids::{ConnectorId, RunId};
-use feedsafe::ingest::IngestService;
-use feedsafe::lambda::{
-    handle_apigw_read, handle_pull_schedule, handle_sqs_batch, handle_stream_batch,
-    handle_sweep_schedule, CachedConnectors,
-};
-use feedsafe::model::{ReplayState, Run, RunStatus};
-use feedsafe::ops::{handle_apigw_ops, OpsService, RawArchive};
-use feedsafe::poller::{HttpExportSource, PullService};
-use feedsafe::ports::{Clock, NoFaults, SystemClock};
-use feedsafe::projection::{ProjectionStore, Projector};
-use feedsafe::query::{observation_json, QueryService};
-use feedsafe::timestamp::Timestamp;
-use feedsafe::webhook::{handle_apigw_webhook, SecretsManagerSecrets, WebhookService};
+use feedsafe::domain::connector::ConnectorConfig;
+use feedsafe::domain::envelope::DeliveryEnvelope;
+use feedsafe::domain::ids::{ConnectorId, RunId};
+use feedsafe::domain::model::{ReplayState, Run, RunStatus};
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::intake::poller::{HttpExportSource, PullService};
+use feedsafe::intake::webhook::WebhookService;
+use feedsafe::lambda::apigw::handle_apigw_ops;
+use feedsafe::lambda::apigw::handle_apigw_read;
+use feedsafe::lambda::apigw::handle_apigw_webhook;
+use feedsafe::lambda::schedule::{handle_pull_schedule, handle_sweep_schedule};
+use feedsafe::lambda::sqs::handle_sqs_batch;
+use feedsafe::lambda::stream::handle_stream_batch;
+use feedsafe::lambda::CachedConnectors;
+use feedsafe::ops::{OpsService, RawArchive};
+use feedsafe::protocols::corrections::CorrectionService;
+use feedsafe::protocols::ingest::IngestService;
+use feedsafe::protocols::ports::{Clock, NoFaults, SystemClock};
+use feedsafe::protocols::projection::{ProjectionStore, Projector};
+use feedsafe::protocols::query::{observation_json, QueryService};
+use local_stack::fake_supplier::{FakeSupplier, FakeSupplierHandle};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -266,8 +270,8 @@ impl World {
     }
 
     /// functions/drops
-    fn drops(&self) -> feedsafe::drops::DropService {
-        feedsafe::drops::DropService::new(
+    fn drops(&self) -> feedsafe::intake::drops::DropService {
+        feedsafe::intake::drops::DropService::new(
             self.connectors(Duration::from_secs(30)),
             self.queue.clone(),
             Arc::new(SystemClock),
@@ -352,7 +356,7 @@ impl World {
 
     /// Hands `messages` to the ingest function as the SQS event source would.
     async fn ingest_messages(&self, messages: &[aws_sdk_sqs::types::Message]) {
-        let event = feedsafe::local::sqs_event(messages);
+        let event = local_stack::events::sqs_event(messages);
         let response = handle_sqs_batch(&self.ingest(Arc::new(SystemClock)), event)
             .await
             .expect("batch handled");
@@ -448,7 +452,7 @@ async fn ingest_sqs(world: &World, file: &str, event: Value) {
     // The raw artifact is the payload the envelope carries.
     let artifact = world.env.read_object(&record.artifact_key).await;
     assert_eq!(
-        feedsafe::hashing::sha256_hex(&artifact),
+        feedsafe::domain::hashing::sha256_hex(&artifact),
         record.payload_sha256
     );
     // The same message again (SQS delivers at least once) is a replay: nothing new is stored.
@@ -508,7 +512,10 @@ async fn projector_stream(world: &World, file: &str, event: Value) {
     );
     let rows = world
         .projection()
-        .offers(&feedsafe::ids::TenantId::parse("demo").unwrap(), ITEM)
+        .offers(
+            &feedsafe::domain::ids::TenantId::parse("demo").unwrap(),
+            ITEM,
+        )
         .await
         .expect("projection readable");
     assert_eq!(rows.len(), 1, "one current offer: {rows:?}");
@@ -655,7 +662,7 @@ async fn drops_s3(world: &World, file: &str, mut event: Value) {
     s3["object"]["versionId"] = json!(version);
 
     let event: aws_lambda_events::event::s3::S3Event = parse(file, event);
-    let keys = feedsafe::drops::handle_s3_event(&world.drops(), event)
+    let keys = feedsafe::lambda::s3::handle_s3_event(&world.drops(), event)
         .await
         .expect("drop enqueued");
     let delivery_key = format!("demo/acme-files/ACC-FILES/offers-2026-11-29.csv@{version}");
@@ -666,7 +673,7 @@ async fn drops_s3(world: &World, file: &str, mut event: Value) {
     assert_eq!(record.state, ReplayState::Committed);
     assert_eq!(
         record.payload_sha256,
-        feedsafe::hashing::sha256_hex(DROPPED_CSV)
+        feedsafe::domain::hashing::sha256_hex(DROPPED_CSV)
     );
     let observations = world.observations_json(&delivery_key).await;
     let rows: Vec<(Value, Value, Value)> = observations

@@ -2,11 +2,11 @@
 
 use acceptance::*;
 use aws_sdk_dynamodb::types::AttributeValue;
-use feedsafe::connector::ConnectorConfig;
-use feedsafe::fingerprint::CanonicalizationRule;
-use feedsafe::ingest::{IngestOutcome, IngestService};
-use feedsafe::model::{DedupConfidence, ReplayState};
-use feedsafe::ports::{NoFaults, OffsetClock};
+use feedsafe::domain::connector::ConnectorConfig;
+use feedsafe::domain::fingerprint::CanonicalizationRule;
+use feedsafe::domain::model::{DedupConfidence, ReplayState};
+use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
+use feedsafe::protocols::ports::{NoFaults, OffsetClock};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::Barrier;
@@ -18,14 +18,14 @@ async fn ingest(service: &IngestService, envelope: &[u8]) -> IngestOutcome {
         .expect("ingest settles")
 }
 
-fn committed(outcome: IngestOutcome) -> feedsafe::ingest::DeliveryResult {
+fn committed(outcome: IngestOutcome) -> feedsafe::protocols::ingest::DeliveryResult {
     match outcome {
         IngestOutcome::Committed(r) => r,
         other => panic!("expected committed, got {other:?}"),
     }
 }
 
-fn replayed(outcome: IngestOutcome) -> feedsafe::ingest::DeliveryResult {
+fn replayed(outcome: IngestOutcome) -> feedsafe::protocols::ingest::DeliveryResult {
     match outcome {
         IngestOutcome::Replayed(r) => r,
         other => panic!("expected replayed, got {other:?}"),
@@ -95,7 +95,7 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
     assert_eq!(env.read_object(&obs77.artifact_key).await, pages[1]);
     assert_eq!(
         obs77.artifact_sha256,
-        feedsafe::hashing::sha256_hex(&pages[1])
+        feedsafe::domain::hashing::sha256_hex(&pages[1])
     );
     // Each page's final transaction wrote the page's own record (the run item is the
     // projector's to keep).
@@ -185,7 +185,7 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
     assert_eq!(env.read_object(&entry.evidence_key).await, mutated);
     assert_eq!(
         entry.evidence_sha256,
-        feedsafe::hashing::sha256_hex(&mutated)
+        feedsafe::domain::hashing::sha256_hex(&mutated)
     );
 
     // Delivered once more, the mismatch is still refused and still quarantined once.
@@ -478,7 +478,7 @@ async fn an_expired_record_still_present_is_absent_and_the_new_delivery_is_flagg
         .replay(key)
         .await
         .expect("expired record is still present");
-    assert!(expired.expires_at < feedsafe::timestamp::Timestamp::now().unix_seconds());
+    assert!(expired.expires_at < feedsafe::domain::timestamp::Timestamp::now().unix_seconds());
 
     let now = committed(
         ingest(

@@ -2,8 +2,8 @@
 //! file drops, and the fidelity of the local event sources.
 
 use acceptance::*;
-use feedsafe::drops::DroppedObject;
-use feedsafe::webhook::{sign, SigningSecret};
+use feedsafe::intake::drops::DroppedObject;
+use feedsafe::intake::webhook::{sign, SigningSecret};
 use local_stack::{sample_connectors, Stack};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -96,7 +96,7 @@ async fn signed_webhooks_are_accepted_verified_and_deduplicated() {
     let env = spawn_env(true).await;
     let stack = stack(&env).await;
     let url = format!("{}/v1/webhooks/acme-events", stack.base_url());
-    let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
 
     // Valid signature -> 202, then a committed observation readable through the query route.
     let body = cloud_event("evt-1", 6);
@@ -224,7 +224,7 @@ async fn cloudevents_whose_source_and_id_split_differently_are_two_deliveries() 
     let env = spawn_env(true).await;
     let stack = stack(&env).await;
     let url = format!("{}/v1/webhooks/acme-events", stack.base_url());
-    let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
     // `{source}/{id}` made one key of these two events, so the second was refused as a
     // changed payload under the first one's key.
     let events = [("/x", "y/z", 4), ("/x/y", "z", 5)];
@@ -258,7 +258,7 @@ async fn cloudevents_whose_source_and_id_split_differently_are_two_deliveries() 
                     .replay_record(&key)
                     .await
                     .unwrap()
-                    .is_some_and(|r| r.state == feedsafe::model::ReplayState::Committed)
+                    .is_some_and(|r| r.state == feedsafe::domain::model::ReplayState::Committed)
             }
         })
         .await;
@@ -376,12 +376,15 @@ async fn a_repeated_pull_run_after_a_lost_response_duplicates_nothing_and_a_fail
     .await;
     let swept = env
         .store
-        .sweep_runs(feedsafe::timestamp::Timestamp::now().plus_seconds(3600))
+        .sweep_runs(feedsafe::domain::timestamp::Timestamp::now().plus_seconds(3600))
         .await
         .unwrap();
     assert!(swept.iter().any(|r| r.run_id.as_str() == run_id));
     let run = env.store.run(&run_id).await.unwrap().unwrap();
-    assert_eq!(run.status, Some(feedsafe::model::RunStatus::Incomplete));
+    assert_eq!(
+        run.status,
+        Some(feedsafe::domain::model::RunStatus::Incomplete)
+    );
     assert_eq!(run.missing_pages, vec![3]);
     // Reads never start ingestion; only the operator may.
     let (status, _) = call(
@@ -421,9 +424,9 @@ async fn the_local_sqs_source_redelivers_only_failed_messages_and_dead_letters_a
         ),
     );
     // A claim check pointing at an object that does not exist: a transient failure every time.
-    let mut bad: feedsafe::envelope::DeliveryEnvelope =
+    let mut bad: feedsafe::domain::envelope::DeliveryEnvelope =
         serde_json::from_slice(&plain_envelope(&acme, "EXP-B/1", b"{}")).unwrap();
-    bad.body = feedsafe::envelope::BodyRef::S3 {
+    bad.body = feedsafe::domain::envelope::BodyRef::S3 {
         bucket: env.bucket.clone(),
         key: "claims/missing".into(),
         version_id: None,
@@ -577,11 +580,11 @@ async fn the_local_servers_requests_reach_the_functions_as_api_gateway_events() 
     let recorded = std::env::temp_dir().join(format!(
         "feedsafe-apigw-{}-{}",
         std::process::id(),
-        feedsafe::timestamp::Timestamp::now().unix_millis()
+        feedsafe::domain::timestamp::Timestamp::now().unix_millis()
     ));
     let stack = spawn_stack_with(&env, |o| o.record_events = Some(recorded.clone())).await;
     let base = stack.base_url();
-    let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
     let reader = vec![("authorization".to_owned(), format!("Bearer {READER}"))];
     let operator = vec![("authorization".to_owned(), format!("Bearer {OPERATOR}"))];
     // Each answer, and whether the state it saw is still the state (polls taken before the
@@ -678,11 +681,11 @@ async fn the_local_servers_requests_reach_the_functions_as_api_gateway_events() 
         );
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
         let response = if name.ends_with("-QueryFunction.json") {
-            feedsafe::lambda::handle_apigw_read(&services.query, event).await
+            feedsafe::lambda::apigw::handle_apigw_read(&services.query, event).await
         } else if name.ends_with("-OpsFunction.json") {
-            feedsafe::ops::handle_apigw_ops(&services.ops, event).await
+            feedsafe::lambda::apigw::handle_apigw_ops(&services.ops, event).await
         } else if name.ends_with("-WebhookFunction.json") {
-            feedsafe::webhook::handle_apigw_webhook(&services.webhook, event).await
+            feedsafe::lambda::apigw::handle_apigw_webhook(&services.webhook, event).await
         } else {
             panic!("{name}: no such function");
         };
@@ -725,7 +728,7 @@ async fn a_graceful_stop_closes_the_intake_drains_the_queue_and_saves_dead_lette
     })
     .await;
     let base = stack.base_url();
-    let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
     for n in 0..40 {
         let body = serde_json::to_vec(&json!({
             "specversion": "1.0", "id": format!("drain-{n}"), "source": "urn:acme:events", "type": "offer.snapshot",
@@ -758,8 +761,8 @@ async fn a_graceful_stop_closes_the_intake_drains_the_queue_and_saves_dead_lette
         "saved and removed"
     );
     let query = env.query();
-    let reader = feedsafe::query::Principal {
-        tenant: feedsafe::ids::TenantId::parse("demo").unwrap(),
+    let reader = feedsafe::protocols::query::Principal {
+        tenant: feedsafe::domain::ids::TenantId::parse("demo").unwrap(),
         scopes: vec!["offers:read".into()],
         subject: None,
     };
@@ -771,7 +774,7 @@ async fn a_graceful_stop_closes_the_intake_drains_the_queue_and_saves_dead_lette
                 &reader,
                 &format!("DR-{n}"),
                 None,
-                feedsafe::timestamp::Timestamp::now(),
+                feedsafe::domain::timestamp::Timestamp::now(),
             )
             .await
             .unwrap();

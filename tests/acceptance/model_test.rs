@@ -17,19 +17,19 @@
 
 use acceptance::model::{delivery_key, Ids, Layout, Model, Outcome, Payload, Row, Source};
 use acceptance::*;
-use feedsafe::connector::ConnectorConfig;
-use feedsafe::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
-use feedsafe::envelope::DeliveryEnvelope;
-use feedsafe::fingerprint::CanonicalizationRule;
-use feedsafe::ids::{ConnectorId, SourceAccount};
-use feedsafe::ingest::{IngestOutcome, IngestService};
-use feedsafe::item::CanonicalItem;
-use feedsafe::model::{CorrectionKind, SourceRef};
+use feedsafe::domain::connector::ConnectorConfig;
+use feedsafe::domain::envelope::DeliveryEnvelope;
+use feedsafe::domain::fingerprint::CanonicalizationRule;
+use feedsafe::domain::ids::{ConnectorId, SourceAccount};
+use feedsafe::domain::item::CanonicalItem;
+use feedsafe::domain::model::{CorrectionKind, SourceRef};
+use feedsafe::domain::timestamp::Timestamp;
 use feedsafe::ops::{handle_ops, OpsRequest, OpsService, RawArchive};
-use feedsafe::ports::{Clock, CrashPoint, Faults, NoFaults};
-use feedsafe::projection::{ProjectionKey, ProjectionStore, Projector};
-use feedsafe::query::{Principal, QueryService};
-use feedsafe::timestamp::Timestamp;
+use feedsafe::protocols::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
+use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
+use feedsafe::protocols::ports::{Clock, CrashPoint, Faults, NoFaults};
+use feedsafe::protocols::projection::{ProjectionKey, ProjectionStore, Projector};
+use feedsafe::protocols::query::{Principal, QueryService};
 use proptest::prelude::*;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 use serde_json::{json, Value};
@@ -51,11 +51,11 @@ struct SystemIds;
 
 impl Ids for SystemIds {
     fn observation_id(&self, delivery_key: &str, epoch: u32, index: usize) -> String {
-        feedsafe::ids::ObservationId::derive_for(delivery_key, epoch, index).to_string()
+        feedsafe::domain::ids::ObservationId::derive_for(delivery_key, epoch, index).to_string()
     }
     fn superseding_id(&self, old: &str, correction: &str) -> String {
-        feedsafe::ids::ObservationId::derive_superseding(
-            &feedsafe::ids::ObservationId::parse(old).expect("observation id"),
+        feedsafe::domain::ids::ObservationId::derive_superseding(
+            &feedsafe::domain::ids::ObservationId::parse(old).expect("observation id"),
             correction,
         )
         .to_string()
@@ -72,7 +72,7 @@ impl Ids for SystemIds {
         } else {
             CorrectionKind::Correct
         };
-        feedsafe::corrections::correction_id(
+        feedsafe::protocols::corrections::correction_id(
             &source_ref(source),
             &item_key(from),
             &CanonicalItem::parse_key(to).expect("item"),
@@ -91,7 +91,7 @@ fn item_key(part: &str) -> String {
 
 fn source_ref(source: Source) -> SourceRef {
     SourceRef {
-        tenant: feedsafe::ids::TenantId::parse(TENANT).unwrap(),
+        tenant: feedsafe::domain::ids::TenantId::parse(TENANT).unwrap(),
         connector: ConnectorId::parse(source.connector()).unwrap(),
         source_account: SourceAccount::parse(source.account()).unwrap(),
     }
@@ -107,7 +107,7 @@ fn connector_of(source: Source) -> ConnectorConfig {
         ..connector(
             source.connector(),
             source.account(),
-            feedsafe::connector::Publication::PerPage,
+            feedsafe::domain::connector::Publication::PerPage,
         )
     }
 }
@@ -501,8 +501,8 @@ struct System {
     query: QueryService,
     corrections: CorrectionService,
     ops: OpsService,
-    stream: feedsafe::local::StreamReader,
-    seen: Vec<feedsafe::local::StreamRecordImages>,
+    stream: local_stack::events::StreamReader,
+    seen: Vec<local_stack::events::StreamRecordImages>,
     last_key: Option<String>,
     rebuilt: Option<Arc<feedsafe::aws::projection_table::DynamoProjectionStore>>,
 }
@@ -520,7 +520,7 @@ impl System {
 
     fn operator(&self) -> Principal {
         Principal {
-            tenant: feedsafe::ids::TenantId::parse(TENANT).unwrap(),
+            tenant: feedsafe::domain::ids::TenantId::parse(TENANT).unwrap(),
             scopes: vec!["ops:write".into(), "offers:read".into()],
             subject: Some("model-test".into()),
         }
@@ -561,7 +561,7 @@ impl System {
                 let changes: Vec<_> = batch
                     .iter()
                     .map(|(n, o, i, _)| {
-                        feedsafe::stream::classify(n, o.clone(), i.clone()).unwrap()
+                        feedsafe::aws::stream_records::classify(n, o.clone(), i.clone()).unwrap()
                     })
                     .collect();
                 self.projector.apply_batch(&changes).await.unwrap();
@@ -578,12 +578,12 @@ impl System {
         mode: &Mode,
         today: i64,
     ) {
-        let key = feedsafe::ids::DeliveryKey::new(
-            feedsafe::ids::TenantId::parse(TENANT).unwrap(),
+        let key = feedsafe::domain::ids::DeliveryKey::new(
+            feedsafe::domain::ids::TenantId::parse(TENANT).unwrap(),
             ConnectorId::parse(source.connector()).unwrap(),
             SourceAccount::parse(source.account()).unwrap(),
-            feedsafe::ids::SourceDeliveryId::parse(id).unwrap(),
-            feedsafe::ids::IdentityStrength::Source,
+            feedsafe::domain::ids::SourceDeliveryId::parse(id).unwrap(),
+            feedsafe::domain::ids::IdentityStrength::Source,
         );
         let retrieved_at = base().plus_seconds(today * 86_400);
         let envelope = DeliveryEnvelope::inline(
@@ -596,7 +596,7 @@ impl System {
         )
         .to_json()
         .into_bytes();
-        let settled = |o: Result<IngestOutcome, feedsafe::ingest::IngestError>| match o {
+        let settled = |o: Result<IngestOutcome, feedsafe::protocols::ingest::IngestError>| match o {
             Ok(IngestOutcome::Rejected(r)) => panic!("rejected: {r:?}"),
             Ok(_) => {}
             Err(e) => panic!("delivery failed: {e}"),
@@ -876,7 +876,7 @@ impl StateMachineTest for ModelTest {
                     }
                 }
                 Step::Quarantine(source) => {
-                    let _ = feedsafe::operations::quarantine_source(
+                    let _ = feedsafe::protocols::operations::quarantine_source(
                         &system.env.store,
                         &source_ref(*source),
                         "model",
@@ -886,7 +886,7 @@ impl StateMachineTest for ModelTest {
                     .await;
                 }
                 Step::Lift(source) => {
-                    let _ = feedsafe::operations::lift_source_quarantine(
+                    let _ = feedsafe::protocols::operations::lift_source_quarantine(
                         &system.env.store,
                         &source_ref(*source),
                         "model",
@@ -934,7 +934,8 @@ impl StateMachineTest for ModelTest {
                         let changes: Vec<_> = batch
                             .iter()
                             .map(|(n, o, i, _)| {
-                                feedsafe::stream::classify(n, o.clone(), i.clone()).unwrap()
+                                feedsafe::aws::stream_records::classify(n, o.clone(), i.clone())
+                                    .unwrap()
                             })
                             .collect();
                         system.projector.apply_batch(&changes).await.unwrap();
@@ -954,9 +955,10 @@ impl StateMachineTest for ModelTest {
                                 item: item_key(part),
                                 source: source_ref(source),
                             };
-                            let strip = |o: Option<feedsafe::projection::ProjectedOffer>| {
-                                o.map(|o| (o.basis, o.source_quarantined))
-                            };
+                            let strip =
+                                |o: Option<feedsafe::protocols::projection::ProjectedOffer>| {
+                                    o.map(|o| (o.basis, o.source_quarantined))
+                                };
                             assert_eq!(
                                 strip(rebuilt.current(&key).await.unwrap()),
                                 strip(live.current(&key).await.unwrap()),

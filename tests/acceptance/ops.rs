@@ -6,7 +6,7 @@
 use acceptance::*;
 use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::aws::dynamo::Item;
-use feedsafe::model::ReplayState;
+use feedsafe::domain::model::ReplayState;
 use local_stack::{sample_connectors, Stack};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -416,7 +416,7 @@ async fn an_operator_reviews_a_mismatch_and_accepts_it_as_a_new_delivery_without
     let (status, bytes) = get_bytes(link["url"].as_str().unwrap().to_owned()).await;
     assert_eq!(status, 200);
     assert_eq!(
-        feedsafe::hashing::sha256_hex(&bytes),
+        feedsafe::domain::hashing::sha256_hex(&bytes),
         original.payload_sha256,
         "the link serves the stored artifact"
     );
@@ -504,8 +504,8 @@ async fn an_operator_reviews_a_mismatch_and_accepts_it_as_a_new_delivery_without
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_quarantine_diff_compares_with_the_payload_judged_against_not_a_later_epoch() {
-    use feedsafe::ingest::IngestOutcome;
-    use feedsafe::ports::{NoFaults, OffsetClock};
+    use feedsafe::protocols::ingest::IngestOutcome;
+    use feedsafe::protocols::ports::{NoFaults, OffsetClock};
     use std::sync::Arc;
 
     // No TTL: the expired record must still be present when the key comes back.

@@ -1,16 +1,16 @@
 //! The current projection and the read path, through the real DynamoDB stream.
 
 use acceptance::*;
-use feedsafe::connector::Publication;
-use feedsafe::corrections::CorrectionRequest;
-use feedsafe::envelope::{DeliveryEnvelope, RunPage};
-use feedsafe::ids::{RunId, SourceAccount};
-use feedsafe::ingest::{IngestOutcome, IngestService};
-use feedsafe::item::CanonicalItem;
-use feedsafe::model::{Run, RunStatus, SourceRef};
-use feedsafe::operations::quarantine_source;
-use feedsafe::projection::ProjectionStore;
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::connector::Publication;
+use feedsafe::domain::envelope::{DeliveryEnvelope, RunPage};
+use feedsafe::domain::ids::{RunId, SourceAccount};
+use feedsafe::domain::item::CanonicalItem;
+use feedsafe::domain::model::{Run, RunStatus, SourceRef};
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::protocols::corrections::CorrectionRequest;
+use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
+use feedsafe::protocols::operations::quarantine_source;
+use feedsafe::protocols::projection::ProjectionStore;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -166,8 +166,8 @@ async fn partial_run(publication: Publication) {
             &env.bucket,
         )),
         env.store.clone(),
-        Arc::new(feedsafe::ports::SystemClock),
-        Arc::new(feedsafe::ports::NoFaults),
+        Arc::new(feedsafe::protocols::ports::SystemClock),
+        Arc::new(feedsafe::protocols::ports::NoFaults),
     );
     env.send("IngestQueue", &page(3, "P-3")).await;
     for _ in 0..60 {
@@ -363,7 +363,7 @@ async fn identity_correction_supersedes_without_rewriting_the_raw_artifact() {
         versions_before
     );
     assert_eq!(
-        feedsafe::hashing::sha256_hex(&env.read_object(&original.artifact_key).await),
+        feedsafe::domain::hashing::sha256_hex(&env.read_object(&original.artifact_key).await),
         original.artifact_sha256
     );
 }

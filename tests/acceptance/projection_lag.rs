@@ -3,14 +3,14 @@
 //! stream records it is given; once the lag has passed, a rebuild gives the same projection.
 
 use acceptance::*;
-use feedsafe::corrections::CorrectionRequest;
-use feedsafe::fidelity::LaggingIndex;
-use feedsafe::ingest::IngestOutcome;
-use feedsafe::item::CanonicalItem;
-use feedsafe::model::SourceRef;
-use feedsafe::ports::{CrashPoint, OffsetClock};
-use feedsafe::projection::{EvidenceChange, ProjectionKey, ProjectionStore, Projector};
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::item::CanonicalItem;
+use feedsafe::domain::model::SourceRef;
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::protocols::corrections::CorrectionRequest;
+use feedsafe::protocols::ingest::IngestOutcome;
+use feedsafe::protocols::ports::{CrashPoint, OffsetClock};
+use feedsafe::protocols::projection::{EvidenceChange, ProjectionKey, ProjectionStore, Projector};
+use local_stack::fidelity::LaggingIndex;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -104,7 +104,7 @@ async fn under_a_lagging_index_an_eligible_current_offer_is_never_dropped_or_rol
     // Every stream record about X or Z, and which observations each one brings to the projector.
     let by_id = |delivery: &str| {
         let key = delivery_key(&acme, delivery);
-        feedsafe::ids::ObservationId::derive(&key, 0, 0)
+        feedsafe::domain::ids::ObservationId::derive(&key, 0, 0)
     };
     let (old, new, z) = (by_id("D-old"), by_id("D-new"), by_id("D-z"));
     let all = env.observations().await;
@@ -123,7 +123,7 @@ async fn under_a_lagging_index_an_eligible_current_offer_is_never_dropped_or_rol
     let records = env.collect(&mut stream).await;
     let mut changes: Vec<(EvidenceChange, BTreeSet<String>)> = Vec::new();
     for (name, old_image, new_image, _) in records {
-        let change = feedsafe::stream::classify(&name, old_image, new_image).unwrap();
+        let change = feedsafe::aws::stream_records::classify(&name, old_image, new_image).unwrap();
         let touches: BTreeSet<String> = match &change {
             // A record about the Z claim also brings its superseding copy: the projector follows
             // supersession chains from a claim to the copy that replaced it.

@@ -5,10 +5,12 @@
 
 use acceptance::*;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
-use feedsafe::ids::TenantId;
-use feedsafe::model::{Observation, SourceRef};
-use feedsafe::ports::StoreError;
-use feedsafe::projection::{EvidenceChange, ProjectedOffer, ProjectionKey, ProjectionStore};
+use feedsafe::domain::ids::TenantId;
+use feedsafe::domain::model::{Observation, SourceRef};
+use feedsafe::protocols::ports::StoreError;
+use feedsafe::protocols::projection::{
+    EvidenceChange, ProjectedOffer, ProjectionKey, ProjectionStore,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -127,10 +129,14 @@ async fn project_beaten(
         asked: AtomicUsize::new(0),
         written: AtomicUsize::new(0),
     });
-    feedsafe::projection::Projector::new(env.store.clone(), beaten.clone(), env.store.clone())
-        .apply(&EvidenceChange::Observation(Box::new(mine.clone())))
-        .await
-        .unwrap();
+    feedsafe::protocols::projection::Projector::new(
+        env.store.clone(),
+        beaten.clone(),
+        env.store.clone(),
+    )
+    .apply(&EvidenceChange::Observation(Box::new(mine.clone())))
+    .await
+    .unwrap();
     let key = ProjectionKey {
         item: mine.item.clone(),
         source: mine.source(),

@@ -4,8 +4,8 @@
 //! projector Lambda's own entry point (`handle_stream_batch`) with a DynamoDB stream event.
 
 use acceptance::*;
-use feedsafe::connector::Publication;
-use feedsafe::projection::{ProjectionStore, Projector};
+use feedsafe::domain::connector::Publication;
+use feedsafe::protocols::projection::{ProjectionStore, Projector};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -39,7 +39,7 @@ impl Drained {
 /// projector Lambda's handler, and measures each invocation.
 async fn drain_as_lambda(
     env: &TestEnv,
-    stream: &mut feedsafe::local::StreamReader,
+    stream: &mut local_stack::events::StreamReader,
     projector: &Projector,
     counter: &RequestCounter,
 ) -> Drained {
@@ -62,9 +62,9 @@ async fn drain_as_lambda(
         for batch in records.chunks(100) {
             counter.take();
             let at = Instant::now();
-            let response = feedsafe::lambda::handle_stream_batch(
+            let response = feedsafe::lambda::stream::handle_stream_batch(
                 projector,
-                feedsafe::local::stream_event(batch),
+                local_stack::events::stream_event(batch),
             )
             .await;
             assert!(
@@ -123,8 +123,8 @@ fn rows_page(prefix: &str, from: usize, count: usize) -> Vec<serde_json::Value> 
 
 /// A bound on any one invocation: the inline budget, a few batched reads per 100 keys, and
 /// the bookkeeping of the batch's other records.
-const MAX_REQUESTS_PER_BATCH: usize = feedsafe::projection::INLINE_BUDGET as usize
-    + feedsafe::projection::INLINE_BUDGET as usize / 20
+const MAX_REQUESTS_PER_BATCH: usize = feedsafe::protocols::projection::INLINE_BUDGET as usize
+    + feedsafe::protocols::projection::INLINE_BUDGET as usize / 20
     + 200;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -164,7 +164,7 @@ async fn a_five_thousand_row_delivery_projects_in_bounded_stream_batches() {
                 &env.reader(),
                 &format!("BIG-{i:05}"),
                 None,
-                feedsafe::timestamp::Timestamp::now(),
+                feedsafe::domain::timestamp::Timestamp::now(),
             )
             .await
             .unwrap();
@@ -217,7 +217,10 @@ async fn a_fifty_page_run_published_on_completion_projects_in_bounded_stream_bat
         drained.requests() as f64 / rows as f64,
     );
     let run = env.store.run("run-EXP-RUN50").await.unwrap().unwrap();
-    assert_eq!(run.status, Some(feedsafe::model::RunStatus::Complete));
+    assert_eq!(
+        run.status,
+        Some(feedsafe::domain::model::RunStatus::Complete)
+    );
     let offers = env
         .projection_store()
         .offers(&config.tenant, "RUN-02999~each~new")

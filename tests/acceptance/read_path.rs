@@ -2,16 +2,16 @@
 
 use acceptance::*;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
-use feedsafe::connector::Publication;
-use feedsafe::http::{handle_read, HttpRequest};
-use feedsafe::local::{
-    create_resources, read_template, template_path, CreateOptions, StreamRecordImages,
-};
-use feedsafe::projection::Projector;
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::connector::Publication;
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::protocols::http::{handle_read, HttpRequest};
+use feedsafe::protocols::projection::Projector;
+use local_stack::events::StreamRecordImages;
+use local_stack::resources::{create_resources, CreateOptions};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use template_spec::{read_template, template_path};
 
 /// Several items, two sources, a late arrival, a 100-row staged delivery.
 async fn scenario(env: &TestEnv) -> Vec<StreamRecordImages> {
@@ -103,7 +103,7 @@ async fn apply(projector: &Projector, records: &[StreamRecordImages]) {
         let changes: Vec<_> = batch
             .iter()
             .map(|(name, old, new, _)| {
-                feedsafe::stream::classify(name, old.clone(), new.clone()).unwrap()
+                feedsafe::aws::stream_records::classify(name, old.clone(), new.clone()).unwrap()
             })
             .collect();
         projector.apply_batch(&changes).await.unwrap();
@@ -366,8 +366,8 @@ async fn responses_carry_provenance_trust_and_freshness_and_name_the_gap() {
 
     // Errors: stable codes; another tenant sees nothing.
     let mut other = get(&format!("/v1/observations/{id}"), &[], &env);
-    other.principal = Some(feedsafe::query::Principal {
-        tenant: feedsafe::ids::TenantId::parse("other").unwrap(),
+    other.principal = Some(feedsafe::protocols::query::Principal {
+        tenant: feedsafe::domain::ids::TenantId::parse("other").unwrap(),
         scopes: vec!["offers:read".into()],
         subject: None,
     });

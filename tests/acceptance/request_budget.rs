@@ -3,7 +3,7 @@
 
 use crate::ingest::big_page;
 use acceptance::*;
-use feedsafe::ingest::IngestOutcome;
+use feedsafe::protocols::ingest::IngestOutcome;
 use std::collections::BTreeMap;
 
 fn count(ops: &BTreeMap<String, usize>, name: &str) -> usize {
@@ -113,7 +113,7 @@ async fn an_items_history_reads_its_observations_in_one_batch() {
         clients.dynamodb,
         &env.table,
     ));
-    let query = feedsafe::query::QueryService::new(store, env.projection_store());
+    let query = feedsafe::protocols::query::QueryService::new(store, env.projection_store());
 
     let history = query
         .history(&env.reader(), "AX-440-R2", None, 100)

@@ -4,11 +4,11 @@
 
 use acceptance::*;
 use feedsafe::aws::dynamo::{DynamoEvidenceStore, Item};
-use feedsafe::ids::RunId;
-use feedsafe::ingest::IngestService;
-use feedsafe::model::{Run, RunStatus};
-use feedsafe::ports::{NoFaults, SystemClock};
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::ids::RunId;
+use feedsafe::domain::model::{Run, RunStatus};
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::protocols::ingest::IngestService;
+use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -68,7 +68,7 @@ async fn a_completed_run_re_announced_a_hundred_times_stays_closed_and_unchanged
         "EXP-6100",
         vec![vec![row("RA-1", 1)], vec![row("RA-2", 2)]],
     );
-    let connector = feedsafe::ids::ConnectorId::parse("acme-eu").unwrap();
+    let connector = feedsafe::domain::ids::ConnectorId::parse("acme-eu").unwrap();
     let report = stack.services.pull.run_connector(&connector).await.unwrap();
     let run_id = report.run_id.to_string();
     wait_until("the run completes", || async {
@@ -317,7 +317,7 @@ async fn a_ten_thousand_page_run_keeps_its_run_item_small() {
     let env = spawn_heavy_env(true, "tenkpages").await;
     let acme = acme_eu();
     env.seed(&acme).await;
-    let pages = feedsafe::poller::MAX_EXPORT_PAGES;
+    let pages = feedsafe::intake::poller::MAX_EXPORT_PAGES;
     let projector = env.projector();
     let started = Timestamp::now();
     let at = Instant::now();
@@ -343,8 +343,8 @@ async fn a_ten_thousand_page_run_keeps_its_run_item_small() {
             })
             .await
             .unwrap();
-        let records: Vec<feedsafe::model::RunPageRecord> = (1..=committed)
-            .map(|page| feedsafe::model::RunPageRecord {
+        let records: Vec<feedsafe::domain::model::RunPageRecord> = (1..=committed)
+            .map(|page| feedsafe::domain::model::RunPageRecord {
                 run_id: RunId::parse(run).unwrap(),
                 tenant: acme.tenant.clone(),
                 connector: acme.connector.clone(),
@@ -365,7 +365,9 @@ async fn a_ten_thousand_page_run_keeps_its_run_item_small() {
         for batch in records.chunks(100) {
             let changes: Vec<_> = batch
                 .iter()
-                .map(|p| feedsafe::projection::EvidenceChange::RunPage(Box::new(p.clone())))
+                .map(|p| {
+                    feedsafe::protocols::projection::EvidenceChange::RunPage(Box::new(p.clone()))
+                })
                 .collect();
             projector.apply_batch(&changes).await.unwrap();
         }
@@ -379,7 +381,7 @@ async fn a_ten_thousand_page_run_keeps_its_run_item_small() {
     assert_eq!(short.missing_count, 1_500);
     assert_eq!(
         short.missing_pages.len(),
-        feedsafe::model::MAX_LISTED_MISSING_PAGES,
+        feedsafe::domain::model::MAX_LISTED_MISSING_PAGES,
         "the item lists the first 1,000 missing pages; the ops route lists them all"
     );
     let complete_size = item_size(&raw_run_item(&env, "run-10k-complete").await);

@@ -12,7 +12,7 @@
 //! injected); it prints throughput, acknowledgement-to-readable latency and counts.
 
 use acceptance::*;
-use feedsafe::webhook::{sign, SigningSecret};
+use feedsafe::intake::webhook::{sign, SigningSecret};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -54,7 +54,7 @@ fn offer_row(item: u64, quantity: u64, second: i64) -> Value {
     json!({
         "sku": format!("SOAK-{item:03}"), "quantity": quantity, "unit": "each",
         "price": "9.50", "currency": "EUR",
-        "observed_at": feedsafe::timestamp::Timestamp::from_unix_seconds(second).expect("a valid second").to_rfc3339(),
+        "observed_at": feedsafe::domain::timestamp::Timestamp::from_unix_seconds(second).expect("a valid second").to_rfc3339(),
     })
 }
 
@@ -74,7 +74,7 @@ fn body(event: &Event) -> Vec<u8> {
 fn csv_file(rows: &Rows) -> Vec<u8> {
     let mut out = String::from("sku,quantity,unit,price,currency,observed_at\n");
     for &(item, quantity, second) in rows {
-        let at = feedsafe::timestamp::Timestamp::from_unix_seconds(second)
+        let at = feedsafe::domain::timestamp::Timestamp::from_unix_seconds(second)
             .expect("a valid second")
             .to_rfc3339();
         out.push_str(&format!("SOAK-{item:03},{quantity},each,9.50,EUR,{at}\n"));
@@ -129,7 +129,7 @@ impl Sent {
 
 async fn post(url: &str, event: &Event, webhook_id: &str) -> u16 {
     let body = body(event);
-    let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
     let secret = SigningSecret::parse(SECRET).unwrap();
     let signature = sign(&secret, webhook_id, now, &body);
     let url = url.to_owned();
@@ -156,23 +156,24 @@ async fn post(url: &str, event: &Event, webhook_id: &str) -> u16 {
 /// The item's current offer from `connector`, read through the query service (the readers'
 /// route): (observed second, quantity).
 async fn current_offer(
-    query: &feedsafe::query::QueryService,
+    query: &feedsafe::protocols::query::QueryService,
     connector: &str,
     item: u64,
 ) -> Option<(i64, u64)> {
-    let reader = feedsafe::query::Principal {
-        tenant: feedsafe::ids::TenantId::parse("demo").unwrap(),
+    let reader = feedsafe::protocols::query::Principal {
+        tenant: feedsafe::domain::ids::TenantId::parse("demo").unwrap(),
         scopes: vec!["offers:read".into()],
         subject: None,
     };
-    let now = feedsafe::timestamp::Timestamp::now();
+    let now = feedsafe::domain::timestamp::Timestamp::now();
     let offers = query
         .offers(&reader, &format!("SOAK-{item:03}"), None, now)
         .await
         .ok()?;
     offers["offers"].as_array()?.iter().find_map(|o| {
         (o["connector"] == connector).then(|| {
-            let at = feedsafe::timestamp::Timestamp::parse(o["observed_at"].as_str()?).ok()?;
+            let at =
+                feedsafe::domain::timestamp::Timestamp::parse(o["observed_at"].as_str()?).ok()?;
             Some((at.unix_seconds(), o["quantity"].as_u64()?))
         })?
     })
@@ -291,13 +292,13 @@ async fn webhook_sender(
 /// started again at once, while its pages are still uncommitted, which re-enqueues them.
 async fn pull_sender(
     mut rng: TestRng,
-    supplier: &feedsafe::fake_supplier::FakeSupplierHandle,
-    pull: &feedsafe::poller::PullService,
+    supplier: &local_stack::fake_supplier::FakeSupplierHandle,
+    pull: &feedsafe::intake::poller::PullService,
     deliveries: usize,
     next: Arc<std::sync::atomic::AtomicUsize>,
     sent: Arc<Mutex<Sent>>,
 ) {
-    let connector = feedsafe::ids::ConnectorId::parse(PULLS).unwrap();
+    let connector = feedsafe::domain::ids::ConnectorId::parse(PULLS).unwrap();
     for export in 0.. {
         let pages = 1 + pick(&mut rng, 3) as usize;
         let Some(n) = take_slot(&next, pages, deliveries) else {
@@ -339,7 +340,7 @@ async fn pull_sender(
 async fn drop_sender(
     mut rng: TestRng,
     env: Arc<TestEnv>,
-    drops: feedsafe::drops::DropService,
+    drops: feedsafe::intake::drops::DropService,
     deliveries: usize,
     next: Arc<std::sync::atomic::AtomicUsize>,
     sent: Arc<Mutex<Sent>>,
@@ -348,7 +349,7 @@ async fn drop_sender(
         let roll = pick(&mut rng, 100);
         let earlier = any_of(&mut rng, &sent.lock().unwrap().dropped);
         if let (0..=14, Some((file, version, size))) = (roll, &earlier) {
-            let object = feedsafe::drops::DroppedObject {
+            let object = feedsafe::intake::drops::DroppedObject {
                 bucket: env.bucket.clone(),
                 key: format!("drops/{DROPS}/{file}"),
                 version_id: Some(version.clone()),
@@ -507,14 +508,17 @@ async fn soak_under_injected_faults() {
     for key in sent.versions.keys() {
         let record = loop {
             match env.replay(key).await {
-                Some(r) if r.state == feedsafe::model::ReplayState::Committed => break Some(r),
+                Some(r) if r.state == feedsafe::domain::model::ReplayState::Committed => {
+                    break Some(r)
+                }
                 _ if Instant::now() > deadline => break None,
                 _ => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         };
         records.insert(key.clone(), record);
     }
-    let mut stored_rows: BTreeMap<String, Vec<feedsafe::model::Observation>> = BTreeMap::new();
+    let mut stored_rows: BTreeMap<String, Vec<feedsafe::domain::model::Observation>> =
+        BTreeMap::new();
     for o in env.observations().await {
         stored_rows
             .entry(o.delivery_key.clone())

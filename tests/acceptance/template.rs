@@ -78,7 +78,7 @@ const QUERY_READ_ACTIONS: [&str; 3] = [
 ];
 
 pub(crate) fn template_document() -> serde_norway::Value {
-    feedsafe::local::read_template(&feedsafe::local::template_path())
+    template_spec::read_template(&template_spec::template_path())
         .expect("template.yaml parses")
         .document
 }
@@ -359,7 +359,7 @@ fn query_function_is_read_only_in_the_template() {
         vec![Some("arm64")]
     );
     assert!(functions.len() >= 4, "{functions:?}");
-    let root = feedsafe::local::template_path()
+    let root = template_spec::template_path()
         .parent()
         .expect("template directory")
         .to_path_buf();

@@ -8,26 +8,25 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::aws::dynamo::{decode, DynamoEvidenceStore, Item};
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::AwsClients;
-use feedsafe::connector::{
+use feedsafe::domain::connector::{
     ConnectorConfig, IdentityRule, PayloadFormat, Publication, DEFAULT_HORIZON_DAYS,
     DEFAULT_MAX_BODY_BYTES,
 };
-use feedsafe::envelope::{DeliveryEnvelope, RunPage};
-use feedsafe::fingerprint::CanonicalizationRule;
-use feedsafe::ids::{
+use feedsafe::domain::envelope::{DeliveryEnvelope, RunPage};
+use feedsafe::domain::fingerprint::CanonicalizationRule;
+use feedsafe::domain::ids::{
     ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceAccount, SourceDeliveryId, TenantId,
 };
-use feedsafe::ingest::IngestService;
-use feedsafe::lambda::handle_sqs_batch;
-use feedsafe::local::{
-    create_resources, read_template, template_path, CreateOptions, LocalResources,
-};
-use feedsafe::model::{Observation, QuarantineEntry, ReplayRecord};
-use feedsafe::ports::{Clock, CrashPoint, Faults, NoFaults, SystemClock};
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::model::{Observation, QuarantineEntry, ReplayRecord};
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::lambda::sqs::handle_sqs_batch;
+use feedsafe::protocols::ingest::IngestService;
+use feedsafe::protocols::ports::{Clock, CrashPoint, Faults, NoFaults, SystemClock};
+use local_stack::resources::{create_resources, CreateOptions, LocalResources};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
+use template_spec::{read_template, template_path};
 
 pub const TENANT: &str = "acme";
 pub const ACCOUNT: &str = "ACC-1";
@@ -269,7 +268,7 @@ impl TestEnv {
             .await
             .expect("receive");
         let messages = received.messages.unwrap_or_default();
-        let event = feedsafe::local::sqs_event(&messages);
+        let event = local_stack::events::sqs_event(&messages);
         let response = handle_sqs_batch(service, event)
             .await
             .expect("batch handled");
@@ -328,7 +327,7 @@ pub fn acme_eu() -> ConnectorConfig {
         horizon_days: DEFAULT_HORIZON_DAYS,
         publication: Publication::PerPage,
         max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-        clock_skew_seconds: feedsafe::connector::DEFAULT_CLOCK_SKEW_SECONDS,
+        clock_skew_seconds: feedsafe::domain::connector::DEFAULT_CLOCK_SKEW_SECONDS,
         pull: None,
     }
 }
@@ -454,24 +453,28 @@ impl TestEnv {
         ))
     }
 
-    pub fn projector(&self) -> feedsafe::projection::Projector {
+    pub fn projector(&self) -> feedsafe::protocols::projection::Projector {
         self.projector_into(self.projection_store())
     }
 
     pub fn projector_into(
         &self,
         projection: Arc<feedsafe::aws::projection_table::DynamoProjectionStore>,
-    ) -> feedsafe::projection::Projector {
-        feedsafe::projection::Projector::new(self.store.clone(), projection, self.store.clone())
+    ) -> feedsafe::protocols::projection::Projector {
+        feedsafe::protocols::projection::Projector::new(
+            self.store.clone(),
+            projection,
+            self.store.clone(),
+        )
     }
 
-    pub fn query(&self) -> feedsafe::query::QueryService {
-        feedsafe::query::QueryService::new(self.store.clone(), self.projection_store())
+    pub fn query(&self) -> feedsafe::protocols::query::QueryService {
+        feedsafe::protocols::query::QueryService::new(self.store.clone(), self.projection_store())
     }
 
-    pub async fn stream(&self) -> feedsafe::local::StreamReader {
+    pub async fn stream(&self) -> local_stack::events::StreamReader {
         let (dynamodb, _) = engine_endpoints();
-        feedsafe::local::StreamReader::open(&self.clients, &dynamodb, &self.table)
+        local_stack::events::StreamReader::open(&self.clients, &dynamodb, &self.table)
             .await
             .expect("evidence stream")
     }
@@ -480,9 +483,9 @@ impl TestEnv {
     /// event source would.
     pub async fn drain(
         &self,
-        stream: &mut feedsafe::local::StreamReader,
-        projector: &feedsafe::projection::Projector,
-    ) -> Vec<feedsafe::local::StreamRecordImages> {
+        stream: &mut local_stack::events::StreamReader,
+        projector: &feedsafe::protocols::projection::Projector,
+    ) -> Vec<local_stack::events::StreamRecordImages> {
         let mut all = Vec::new();
         let mut quiet = 0;
         while quiet < 2 {
@@ -497,7 +500,7 @@ impl TestEnv {
                 let changes: Vec<_> = batch
                     .iter()
                     .map(|(name, old, new, _)| {
-                        feedsafe::stream::classify(name, old.clone(), new.clone())
+                        feedsafe::aws::stream_records::classify(name, old.clone(), new.clone())
                             .expect("classify")
                     })
                     .collect();
@@ -511,8 +514,8 @@ impl TestEnv {
         all
     }
 
-    pub fn reader(&self) -> feedsafe::query::Principal {
-        feedsafe::query::Principal {
+    pub fn reader(&self) -> feedsafe::protocols::query::Principal {
+        feedsafe::protocols::query::Principal {
             tenant: TenantId::parse(TENANT).unwrap(),
             scopes: vec!["offers:read".into()],
             subject: None,
@@ -623,14 +626,15 @@ impl ContendedAdvanceOnce {
 }
 
 #[async_trait::async_trait]
-impl feedsafe::ports::EvidenceStore for ContendedAdvanceOnce {
+impl feedsafe::protocols::ports::EvidenceStore for ContendedAdvanceOnce {
     async fn record_attempt(
         &self,
         delivery_key: &str,
-        expected: &feedsafe::fingerprint::Fingerprint,
+        expected: &feedsafe::domain::fingerprint::Fingerprint,
         count: bool,
         now: Timestamp,
-    ) -> Result<feedsafe::ports::AttemptProbe, feedsafe::ports::StoreError> {
+    ) -> Result<feedsafe::protocols::ports::AttemptProbe, feedsafe::protocols::ports::StoreError>
+    {
         self.inner
             .record_attempt(delivery_key, expected, count, now)
             .await
@@ -638,36 +642,41 @@ impl feedsafe::ports::EvidenceStore for ContendedAdvanceOnce {
 
     async fn write_chunk(
         &self,
-        chunk: &feedsafe::ports::ChunkWrite,
+        chunk: &feedsafe::protocols::ports::ChunkWrite,
         now: Timestamp,
-    ) -> Result<feedsafe::ports::ChunkOutcome, feedsafe::ports::StoreError> {
-        if matches!(chunk.replay, feedsafe::ports::ReplayAction::Advance { .. })
-            && !self.fired.swap(true, Ordering::SeqCst)
+    ) -> Result<feedsafe::protocols::ports::ChunkOutcome, feedsafe::protocols::ports::StoreError>
+    {
+        if matches!(
+            chunk.replay,
+            feedsafe::protocols::ports::ReplayAction::Advance { .. }
+        ) && !self.fired.swap(true, Ordering::SeqCst)
         {
-            return Ok(feedsafe::ports::ChunkOutcome::Contended);
+            return Ok(feedsafe::protocols::ports::ChunkOutcome::Contended);
         }
         self.inner.write_chunk(chunk, now).await
     }
 
     async fn observation_exists(
         &self,
-        id: &feedsafe::ids::ObservationId,
-    ) -> Result<bool, feedsafe::ports::StoreError> {
+        id: &feedsafe::domain::ids::ObservationId,
+    ) -> Result<bool, feedsafe::protocols::ports::StoreError> {
         self.inner.observation_exists(id).await
     }
 
     async fn put_quarantine(
         &self,
         entry: &QuarantineEntry,
-    ) -> Result<(), feedsafe::ports::StoreError> {
+    ) -> Result<(), feedsafe::protocols::ports::StoreError> {
         self.inner.put_quarantine(entry).await
     }
 
     async fn correction_rules(
         &self,
-        source: &feedsafe::model::SourceRef,
-    ) -> Result<feedsafe::model::CorrectionRules, feedsafe::ports::StoreError> {
-        feedsafe::ports::EvidenceStore::correction_rules(self.inner.as_ref(), source).await
+        source: &feedsafe::domain::model::SourceRef,
+    ) -> Result<feedsafe::domain::model::CorrectionRules, feedsafe::protocols::ports::StoreError>
+    {
+        feedsafe::protocols::ports::EvidenceStore::correction_rules(self.inner.as_ref(), source)
+            .await
     }
 }
 
@@ -755,19 +764,22 @@ impl RecordingProjection {
 }
 
 #[async_trait::async_trait]
-impl feedsafe::projection::ProjectionStore for RecordingProjection {
+impl feedsafe::protocols::projection::ProjectionStore for RecordingProjection {
     async fn current(
         &self,
-        key: &feedsafe::projection::ProjectionKey,
-    ) -> Result<Option<feedsafe::projection::ProjectedOffer>, feedsafe::ports::StoreError> {
+        key: &feedsafe::protocols::projection::ProjectionKey,
+    ) -> Result<
+        Option<feedsafe::protocols::projection::ProjectedOffer>,
+        feedsafe::protocols::ports::StoreError,
+    > {
         self.inner.current(key).await
     }
 
     async fn replace(
         &self,
-        offer: &feedsafe::projection::ProjectedOffer,
+        offer: &feedsafe::protocols::projection::ProjectedOffer,
         expected: Option<&str>,
-    ) -> Result<bool, feedsafe::ports::StoreError> {
+    ) -> Result<bool, feedsafe::protocols::ports::StoreError> {
         let done = self.inner.replace(offer, expected).await?;
         if let (true, Some(before)) = (done, expected) {
             self.replaced.lock().unwrap().push((
@@ -781,9 +793,9 @@ impl feedsafe::projection::ProjectionStore for RecordingProjection {
 
     async fn remove(
         &self,
-        key: &feedsafe::projection::ProjectionKey,
+        key: &feedsafe::protocols::projection::ProjectionKey,
         expected: &str,
-    ) -> Result<bool, feedsafe::ports::StoreError> {
+    ) -> Result<bool, feedsafe::protocols::ports::StoreError> {
         let done = self.inner.remove(key, expected).await?;
         if done {
             self.removed
@@ -798,14 +810,17 @@ impl feedsafe::projection::ProjectionStore for RecordingProjection {
         &self,
         tenant: &TenantId,
         item: &str,
-    ) -> Result<Vec<feedsafe::projection::ProjectedOffer>, feedsafe::ports::StoreError> {
+    ) -> Result<
+        Vec<feedsafe::protocols::projection::ProjectedOffer>,
+        feedsafe::protocols::ports::StoreError,
+    > {
         self.inner.offers(tenant, item).await
     }
 
     async fn items_of_source(
         &self,
-        source: &feedsafe::model::SourceRef,
-    ) -> Result<Vec<String>, feedsafe::ports::StoreError> {
+        source: &feedsafe::domain::model::SourceRef,
+    ) -> Result<Vec<String>, feedsafe::protocols::ports::StoreError> {
         self.inner.items_of_source(source).await
     }
 }
@@ -814,8 +829,8 @@ impl TestEnv {
     /// Reads the stream until it is quiet and returns every record without applying any.
     pub async fn collect(
         &self,
-        stream: &mut feedsafe::local::StreamReader,
-    ) -> Vec<feedsafe::local::StreamRecordImages> {
+        stream: &mut local_stack::events::StreamReader,
+    ) -> Vec<local_stack::events::StreamRecordImages> {
         let mut all = Vec::new();
         let mut quiet = 0;
         while quiet < 2 {
@@ -1071,10 +1086,10 @@ impl TestEnv {
     /// `reads` (e.g. a lagging index) and stopping where `faults` says.
     pub fn corrections_with(
         &self,
-        reads: Arc<dyn feedsafe::projection::EvidenceReads>,
+        reads: Arc<dyn feedsafe::protocols::projection::EvidenceReads>,
         faults: Arc<dyn Faults>,
-    ) -> feedsafe::corrections::CorrectionService {
-        feedsafe::corrections::CorrectionService::new(
+    ) -> feedsafe::protocols::corrections::CorrectionService {
+        feedsafe::protocols::corrections::CorrectionService::new(
             reads,
             self.store.clone(),
             self.store.clone(),
@@ -1083,12 +1098,12 @@ impl TestEnv {
         )
     }
 
-    pub fn corrections(&self) -> feedsafe::corrections::CorrectionService {
+    pub fn corrections(&self) -> feedsafe::protocols::corrections::CorrectionService {
         self.corrections_with(self.store.clone(), Arc::new(NoFaults))
     }
 }
 
-pub use feedsafe::aws::faults::FaultInjector;
+pub use local_stack::faults::FaultInjector;
 
 /// `clients` with `interceptor` on the DynamoDB and S3 clients (SQS unchanged).
 pub fn intercepted(

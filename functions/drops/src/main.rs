@@ -1,14 +1,15 @@
 //! Drops Lambda: S3 `ObjectCreated` under `drops/{connector}/` -> one delivery envelope per file
-//! version on the ingest queue (`feedsafe::drops::handle_s3_event`).
+//! version on the ingest queue (`feedsafe::lambda::s3::handle_s3_event`).
 
 use aws_lambda_events::event::s3::S3Event;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::sqs::SqsDeliveryQueue;
 use feedsafe::aws::AwsClients;
-use feedsafe::config::required;
-use feedsafe::drops::{handle_s3_event, DropService};
+use feedsafe::intake::drops::DropService;
+use feedsafe::lambda::config::required;
+use feedsafe::lambda::s3::handle_s3_event;
 use feedsafe::lambda::{init_tracing, CachedConnectors};
-use feedsafe::ports::SystemClock;
+use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,12 +1,13 @@
-//! Ingest Lambda: SQS batch -> `feedsafe::lambda::handle_sqs_batch`.
+//! Ingest Lambda: SQS batch -> `feedsafe::lambda::sqs::handle_sqs_batch`.
 
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::AwsClients;
-use feedsafe::config::IngestConfig;
-use feedsafe::ingest::IngestService;
-use feedsafe::lambda::{handle_sqs_batch, init_tracing, CachedConnectors};
-use feedsafe::ports::{NoFaults, SystemClock};
+use feedsafe::lambda::config::IngestConfig;
+use feedsafe::lambda::sqs::handle_sqs_batch;
+use feedsafe::lambda::{init_tracing, CachedConnectors};
+use feedsafe::protocols::ingest::IngestService;
+use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 

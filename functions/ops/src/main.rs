@@ -1,6 +1,7 @@
 //! Ops Lambda: HTTP API (payload 2.0, ops JWT authorizer, scope `ops:write`) ->
-//! `feedsafe::ops::handle_apigw_ops`. Delivery status, runs, quarantine review and resolution,
-//! identity corrections, source quarantines, pull runs and presigned raw-artifact links.
+//! `feedsafe::lambda::apigw::handle_apigw_ops`. Delivery status, runs, quarantine review and
+//! resolution, identity corrections, source quarantines, pull runs and presigned raw-artifact
+//! links.
 //!
 //! Environment: `EVIDENCE_TABLE`, `RAW_BUCKET`, `INGEST_QUEUE_URL` (accepted quarantined payloads
 //! and pull-run pages are enqueued there), optional `S3_FORCE_PATH_STYLE`.
@@ -9,11 +10,12 @@ use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
-use feedsafe::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
+use feedsafe::intake::poller::{HttpExportSource, PullService};
+use feedsafe::lambda::apigw::handle_apigw_ops;
+use feedsafe::lambda::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
 use feedsafe::lambda::{init_tracing, CachedConnectors};
-use feedsafe::ops::{handle_apigw_ops, OpsService, RawArchive};
-use feedsafe::poller::{HttpExportSource, PullService};
-use feedsafe::ports::SystemClock;
+use feedsafe::ops::{OpsService, RawArchive};
+use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 use std::time::Duration;

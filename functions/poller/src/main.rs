@@ -1,15 +1,16 @@
 //! Poller Lambda: on an EventBridge schedule with payload `{"connector": "acme-eu"}`, pulls the
-//! connector's current export (`feedsafe::lambda::handle_pull_schedule`) and enqueues every page
-//! on the ingest queue. Returns the `PullReport`; an unknown or non-pull connector, an unreadable
-//! first page or an unavailable run ledger fails the invocation.
+//! connector's current export (`feedsafe::lambda::schedule::handle_pull_schedule`) and enqueues
+//! every page on the ingest queue. Returns the `PullReport`; an unknown or non-pull connector, an
+//! unreadable first page or an unavailable run ledger fails the invocation.
 
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
-use feedsafe::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
-use feedsafe::lambda::{handle_pull_schedule, init_tracing, CachedConnectors};
-use feedsafe::poller::{HttpExportSource, PullService};
-use feedsafe::ports::SystemClock;
+use feedsafe::intake::poller::{HttpExportSource, PullService};
+use feedsafe::lambda::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
+use feedsafe::lambda::schedule::handle_pull_schedule;
+use feedsafe::lambda::{init_tracing, CachedConnectors};
+use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
 use std::sync::Arc;

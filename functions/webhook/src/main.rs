@@ -1,14 +1,17 @@
 //! Webhook Lambda: HTTP API (payload 2.0) `POST /v1/webhooks/{connector}` ->
-//! `feedsafe::webhook::handle_apigw_webhook`. Verifies the Standard Webhooks signature against
-//! the connector's secrets in Secrets Manager and puts the delivery envelope on the ingest queue.
+//! `feedsafe::lambda::apigw::handle_apigw_webhook`. Verifies the Standard Webhooks signature
+//! against the connector's secrets in Secrets Manager and puts the delivery envelope on the
+//! ingest queue.
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
+use feedsafe::aws::secrets::SecretsManagerSecrets;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
+use feedsafe::intake::webhook::WebhookService;
+use feedsafe::lambda::apigw::handle_apigw_webhook;
 use feedsafe::lambda::{init_tracing, CachedConnectors};
-use feedsafe::ports::SystemClock;
-use feedsafe::webhook::{handle_apigw_webhook, SecretsManagerSecrets, WebhookService};
+use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,10 +19,10 @@ use std::time::Duration;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let evidence_table = feedsafe::config::required("EVIDENCE_TABLE")?;
-    let ingest_queue_url = feedsafe::config::required("INGEST_QUEUE_URL")?;
-    let raw_bucket = feedsafe::config::required("RAW_BUCKET")?;
-    let secret_prefix = feedsafe::config::required("SIGNING_SECRET_PREFIX")?;
+    let evidence_table = feedsafe::lambda::config::required("EVIDENCE_TABLE")?;
+    let ingest_queue_url = feedsafe::lambda::config::required("INGEST_QUEUE_URL")?;
+    let raw_bucket = feedsafe::lambda::config::required("RAW_BUCKET")?;
+    let secret_prefix = feedsafe::lambda::config::required("SIGNING_SECRET_PREFIX")?;
     let clients = AwsClients::from_env(false).await;
     let connectors = CachedConnectors::new(
         Arc::new(DynamoEvidenceStore::new(

@@ -15,21 +15,21 @@ use feedsafe::aws::dynamo::{
 use feedsafe::aws::projection_table::{
     row_item, row_pk, source_key, source_shard_key, SOURCE_SHARDS,
 };
-use feedsafe::connector::PayloadFormat;
-use feedsafe::drops::DROPS_PREFIX;
-use feedsafe::fingerprint::{CanonicalizationRule, Fingerprint};
-use feedsafe::hashing::{sha256, sha256_hex};
-use feedsafe::ids::{IdentityStrength, ObservationId, RunId};
-use feedsafe::ingest::{artifact_key, chunk_plan, rejected_key};
-use feedsafe::intake::claim_key;
-use feedsafe::item::CanonicalItem;
-use feedsafe::model::{
+use feedsafe::domain::connector::PayloadFormat;
+use feedsafe::domain::fingerprint::{CanonicalizationRule, Fingerprint};
+use feedsafe::domain::hashing::{sha256, sha256_hex};
+use feedsafe::domain::ids::{IdentityStrength, ObservationId, RunId};
+use feedsafe::domain::item::CanonicalItem;
+use feedsafe::domain::model::{
     CorrectionKind, DedupConfidence, Observation, QuarantineEntry, QuarantineKind, ReplayRecord,
     ReplayState, RunPageRecord, CLAIM_SOURCE_REPORTED, QUARANTINE_OPEN, VERIFICATION_UNVERIFIED,
 };
-use feedsafe::money::Price;
-use feedsafe::projection::{ProjectedOffer, INLINE_BUDGET, WORK_SLICE};
-use feedsafe::timestamp::Timestamp;
+use feedsafe::domain::money::Price;
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::intake::claim_key;
+use feedsafe::intake::drops::DROPS_PREFIX;
+use feedsafe::protocols::ingest::{artifact_key, chunk_plan, rejected_key};
+use feedsafe::protocols::projection::{ProjectedOffer, INLINE_BUDGET, WORK_SLICE};
 use projector::RowKeys;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -350,7 +350,7 @@ impl<'w> Sim<'w> {
                     run,
                     page,
                     page_count,
-                } => Some(feedsafe::envelope::RunPage {
+                } => Some(feedsafe::domain::envelope::RunPage {
                     run_id: run.clone(),
                     page: *page,
                     page_count: Some(*page_count),
@@ -409,7 +409,7 @@ impl<'w> Sim<'w> {
                 self.tally.read(pat::DROPS, S3, &s3_stem(&key, 2), t, 1.0);
                 t += (S3_GET + S3_PER_KIB * kib) / 1000.0;
             }
-            _ if body > feedsafe::envelope::MAX_INLINE_BODY_BYTES => {
+            _ if body > feedsafe::domain::envelope::MAX_INLINE_BODY_BYTES => {
                 let key = claim_key(&d.key, &sha256_hex(key_text.as_bytes()));
                 self.tally
                     .write(pat::CLAIMS, S3, &s3_stem(&key, 3), d.at, 1.0);
@@ -710,7 +710,7 @@ impl<'w> Sim<'w> {
         let from = item_key(0, 1);
         let to = CanonicalItem::new("P0000-0000001", Some("B"), None, None)
             .unwrap_or_else(|e| panic!("a literal part is valid: {e}"));
-        let id = feedsafe::corrections::correction_id(
+        let id = feedsafe::protocols::corrections::correction_id(
             &supplier.source,
             &from,
             &to,
@@ -739,7 +739,7 @@ impl<'w> Sim<'w> {
         let observation_bytes = 1_100;
         let per_page = (1 << 20) / observation_bytes;
         let history = world.params.corrected_history;
-        let group = feedsafe::corrections::REATTRIBUTION_GROUP;
+        let group = feedsafe::protocols::corrections::REATTRIBUTION_GROUP;
         for start in (0..history).step_by(group) {
             if start % per_page < group {
                 self.tally.read(
@@ -789,7 +789,7 @@ impl<'w> Sim<'w> {
             }
             // The sweep starts a group at most every REATTRIBUTION_GROUP_INTERVAL.
             t += ((TRANSACTION + TRANSACTION_PER_ACTION * 3.0 * moves as f64) / 1000.0)
-                .max(feedsafe::corrections::REATTRIBUTION_GROUP_INTERVAL.as_secs_f64());
+                .max(feedsafe::protocols::corrections::REATTRIBUTION_GROUP_INTERVAL.as_secs_f64());
         }
     }
 
@@ -847,13 +847,16 @@ pub struct StreamSettings {
 }
 
 /// The `by_source` partition a row of `source` for `item` is indexed under.
-pub fn source_partition(source: &feedsafe::model::SourceRef, item: &str) -> String {
+pub fn source_partition(source: &feedsafe::domain::model::SourceRef, item: &str) -> String {
     source_key(source, item)
 }
 
 /// Every `by_source` partition of a source with `rows` rows, and how many rows each holds
 /// (rows spread evenly: the shard is a hash of the item).
-pub fn source_partitions(source: &feedsafe::model::SourceRef, rows: usize) -> Vec<(String, usize)> {
+pub fn source_partitions(
+    source: &feedsafe::domain::model::SourceRef,
+    rows: usize,
+) -> Vec<(String, usize)> {
     let shards = SOURCE_SHARDS as usize;
     (0..SOURCE_SHARDS)
         .map(|shard| {
@@ -875,7 +878,7 @@ fn quarantine(
         quarantine_id: format!(
             "{}_{}",
             if stored.is_some() { "q" } else { "r" },
-            feedsafe::hashing::base32_lower(&digest[..16])
+            feedsafe::domain::hashing::base32_lower(&digest[..16])
         ),
         kind: if stored.is_some() {
             QuarantineKind::Mismatch

@@ -80,9 +80,9 @@ fn parse_args() -> Result<Args, String> {
 /// The projector's stream event settings as `template.yaml` declares them, so that the plan is
 /// the deployed configuration (defaults as AWS applies them when a setting is absent).
 fn template_stream_settings() -> Result<StreamSettings, String> {
-    let path = feedsafe::local::template_path();
+    let path = template_spec::template_path();
     let spec =
-        feedsafe::local::read_template(&path).map_err(|e| format!("{}: {e:#}", path.display()))?;
+        template_spec::read_template(&path).map_err(|e| format!("{}: {e:#}", path.display()))?;
     let event = &spec.document["Resources"]["ProjectorFunction"]["Properties"]["Events"]
         ["EvidenceChanges"]["Properties"];
     let number = |name: &str, default: f64| event[name].as_f64().unwrap_or(default);

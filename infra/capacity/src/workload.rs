@@ -4,12 +4,12 @@
 //! are the keys the product would write.
 
 use crate::rng::{Rng, Zipf};
-use feedsafe::ids::{
+use feedsafe::domain::ids::{
     ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceAccount, SourceDeliveryId, TenantId,
 };
-use feedsafe::item::CanonicalItem;
-use feedsafe::model::SourceRef;
-use feedsafe::poller::run_id_for;
+use feedsafe::domain::item::CanonicalItem;
+use feedsafe::domain::model::SourceRef;
+use feedsafe::intake::poller::run_id_for;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
@@ -141,7 +141,7 @@ pub fn item_key(tenant_index: usize, item: usize) -> String {
         .unwrap_or_else(|e| panic!("a generated part number is valid: {e}"))
 }
 
-fn id<T>(parsed: Result<T, feedsafe::ids::IdError>) -> T {
+fn id<T>(parsed: Result<T, feedsafe::domain::ids::IdError>) -> T {
     parsed.unwrap_or_else(|e| panic!("a generated id is valid: {e}"))
 }
 

@@ -14,7 +14,7 @@
 
 use anyhow::{bail, Context, Result};
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
-use feedsafe::query::Principal;
+use feedsafe::protocols::query::Principal;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -240,7 +240,7 @@ pub fn request_event(
     request: &IncomingRequest<'_>,
     principal: Option<&Principal>,
 ) -> Result<ApiGatewayV2httpRequest> {
-    let now = feedsafe::timestamp::Timestamp::now();
+    let now = feedsafe::domain::timestamp::Timestamp::now();
     let request_id = format!("local-{:08}", REQUESTS.fetch_add(1, Ordering::Relaxed));
     let mut query: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in form_urlencoded::parse(request.raw_query.as_bytes()) {
@@ -258,7 +258,10 @@ pub fn request_event(
     let (body, base64) = match (request.body.is_empty(), text_body) {
         (true, _) => (Value::Null, false),
         (false, Some(text)) => (json!(text), false),
-        (false, None) => (json!(feedsafe::hashing::base64_encode(request.body)), true),
+        (false, None) => (
+            json!(feedsafe::domain::hashing::base64_encode(request.body)),
+            true,
+        ),
     };
     let mut context = json!({
         "accountId": "000000000000",
@@ -383,8 +386,8 @@ mod tests {
     use super::*;
 
     fn routes() -> ApiRoutes {
-        let template = feedsafe::local::read_template(&feedsafe::local::template_path())
-            .expect("template.yaml");
+        let template =
+            template_spec::read_template(&template_spec::template_path()).expect("template.yaml");
         ApiRoutes::from_template(&template.document).expect("routes")
     }
 
@@ -436,7 +439,7 @@ mod tests {
             ("authorization".to_owned(), "Bearer x".to_owned()),
         ]);
         let principal = Principal {
-            tenant: feedsafe::ids::TenantId::parse("demo").unwrap(),
+            tenant: feedsafe::domain::ids::TenantId::parse("demo").unwrap(),
             scopes: vec!["offers:read".into()],
             subject: Some("agent-7".into()),
         };
@@ -468,7 +471,7 @@ mod tests {
             event.route_key.as_deref(),
             Some("GET /v1/items/{item}/offers")
         );
-        let principal = feedsafe::lambda::principal_from_apigw(&event).expect("principal");
+        let principal = feedsafe::lambda::apigw::principal_from_apigw(&event).expect("principal");
         assert_eq!(principal.tenant.as_str(), "demo");
         assert_eq!(principal.subject.as_deref(), Some("agent-7"));
         assert!(principal.scopes.contains(&"offers:read".to_owned()));

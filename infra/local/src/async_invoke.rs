@@ -4,8 +4,8 @@
 //! invocation record, so a failed drop or schedule is parked and alarmed, never silently lost.
 //! Both settings come from each function's `EventInvokeConfig` in `template.yaml`.
 
+use crate::resources::LocalResources;
 use anyhow::{Context, Result};
-use feedsafe::local::LocalResources;
 use serde_json::{json, Value};
 use tracing::{error, warn};
 
@@ -74,7 +74,7 @@ impl AsyncInvoke {
         };
         let record = json!({
             "version": "1.0",
-            "timestamp": feedsafe::timestamp::Timestamp::now().to_rfc3339(),
+            "timestamp": feedsafe::domain::timestamp::Timestamp::now().to_rfc3339(),
             "requestContext": {
                 "functionArn": format!("arn:aws:lambda:us-east-1:000000000000:function:{}", self.function),
                 "condition": "RetriesExhausted",

@@ -2,7 +2,7 @@
 //! (`local-stack up`), one readable table per step.
 
 use anyhow::{anyhow, bail, Context, Result};
-use feedsafe::fake_supplier::FakeSupplierHandle;
+use local_stack::fake_supplier::FakeSupplierHandle;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -93,16 +93,17 @@ impl Client {
         let secrets: Value = serde_json::from_slice(&std::fs::read(
             crate::repo_root().join("infra/local/secrets.json"),
         )?)?;
-        let secret = feedsafe::webhook::SigningSecret::parse(&s(&secrets["acme-events"][0]))
-            .map_err(|e| anyhow!("the sample secret: {e:?}"))?;
+        let secret =
+            feedsafe::intake::webhook::SigningSecret::parse(&s(&secrets["acme-events"][0]))
+                .map_err(|e| anyhow!("the sample secret: {e:?}"))?;
         let body = json!({
             "specversion": "1.0", "id": event_id, "source": "urn:acme:events", "type": "offer.snapshot",
             "data": {"offers": [offer("AX-440-R2", quantity, "820.00", at)]}
         })
         .to_string();
-        let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
+        let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
         let webhook_id = format!("msg-{event_id}-{quantity}");
-        let signature = feedsafe::webhook::sign(&secret, &webhook_id, now, body.as_bytes());
+        let signature = feedsafe::intake::webhook::sign(&secret, &webhook_id, now, body.as_bytes());
         let url = format!("{}/v1/webhooks/acme-events", self.api);
         let mut response = self
             .agent
@@ -387,7 +388,7 @@ pub async fn run() -> Result<()> {
         Ok(())
     })
     .await??;
-    let tenant = feedsafe::ids::TenantId::parse("demo")?;
+    let tenant = feedsafe::domain::ids::TenantId::parse("demo")?;
     let entry = {
         let start = Instant::now();
         loop {

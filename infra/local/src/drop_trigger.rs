@@ -2,10 +2,10 @@
 //! through moto's S3 -> SQS notifications and handed to `handle_s3_event` as S3 events.
 
 use crate::feedsafe_error;
+use crate::resources::LocalResources;
 use anyhow::{Context, Result};
 use feedsafe::aws::AwsClients;
-use feedsafe::drops::{DropService, DROPS_PREFIX};
-use feedsafe::local::LocalResources;
+use feedsafe::intake::drops::{DropService, DROPS_PREFIX};
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -142,8 +142,8 @@ pub(crate) async fn drops_watcher(
                 };
                 for (version, size) in versions {
                     let event = s3_event(&bucket, &key, &version, size);
-                    match feedsafe::drops::handle_s3_event(&drops, event.clone()).await {
-                        Ok(_) | Err(feedsafe::drops::DropError::Ignored(_)) => {
+                    match feedsafe::lambda::s3::handle_s3_event(&drops, event.clone()).await {
+                        Ok(_) | Err(feedsafe::intake::drops::DropError::Ignored(_)) => {
                             seen.insert((key.clone(), version));
                         }
                         Err(e) => {
@@ -194,7 +194,7 @@ fn announced(body: &str) -> Vec<(String, String)> {
                 .filter_map(|r| {
                     let object = &r["s3"]["object"];
                     Some((
-                        feedsafe::http::percent_decode(object["key"].as_str()?, true),
+                        feedsafe::protocols::http::percent_decode(object["key"].as_str()?, true),
                         object["eTag"].as_str()?.trim_matches('"').to_owned(),
                     ))
                 })
@@ -268,7 +268,7 @@ fn s3_event(
         "eventVersion": "2.1",
         "eventSource": "aws:s3",
         "awsRegion": feedsafe::aws::LOCAL_REGION,
-        "eventTime": feedsafe::timestamp::Timestamp::now().to_rfc3339(),
+        "eventTime": feedsafe::domain::timestamp::Timestamp::now().to_rfc3339(),
         "eventName": "ObjectCreated:Put",
         "userIdentity": {"principalId": "local"},
         "requestParameters": {"sourceIPAddress": "127.0.0.1"},
@@ -297,7 +297,7 @@ mod tests {
             Some("drops/acme+files/prix+%C3%A9t%C3%A9%2B1.csv")
         );
         assert_eq!(
-            feedsafe::http::percent_decode(object.key.as_deref().unwrap(), true),
+            feedsafe::protocols::http::percent_decode(object.key.as_deref().unwrap(), true),
             key
         );
         assert_eq!(object.version_id.as_deref(), Some("v1"));

@@ -5,7 +5,7 @@
 
 use crate::apigw::{self, IncomingRequest, OutgoingResponse};
 use crate::Services;
-use feedsafe::query::Principal;
+use feedsafe::protocols::query::Principal;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
@@ -158,10 +158,10 @@ async fn handle(
     let route = matched.route.key();
     let function = matched.route.function.clone();
     let response = match function.as_str() {
-        "QueryFunction" => feedsafe::lambda::handle_apigw_read(&services.query, event).await,
-        "OpsFunction" => feedsafe::ops::handle_apigw_ops(&services.ops, event).await,
+        "QueryFunction" => feedsafe::lambda::apigw::handle_apigw_read(&services.query, event).await,
+        "OpsFunction" => feedsafe::lambda::apigw::handle_apigw_ops(&services.ops, event).await,
         "WebhookFunction" => {
-            feedsafe::webhook::handle_apigw_webhook(&services.webhook, event).await
+            feedsafe::lambda::apigw::handle_apigw_webhook(&services.webhook, event).await
         }
         other => {
             warn!(function = %other, route = %route, "no local host for this function");

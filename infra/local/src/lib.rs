@@ -13,27 +13,33 @@
 pub mod apigw;
 pub mod async_invoke;
 pub mod drop_trigger;
+pub mod events;
+pub mod fake_supplier;
+pub mod faults;
+pub mod fidelity;
 pub mod http;
 pub mod queue_files;
+pub mod resources;
 pub mod stream_source;
 
+use crate::events::StreamReader;
+use crate::fake_supplier::{FakeSupplier, FakeSupplierHandle};
+use crate::resources::LocalResources;
 use anyhow::{Context, Result};
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
-use feedsafe::connector::ConnectorConfig;
-use feedsafe::drops::DropService;
-use feedsafe::fake_supplier::{FakeSupplier, FakeSupplierHandle};
-use feedsafe::ingest::IngestService;
-use feedsafe::local::{LocalResources, StreamReader};
+use feedsafe::domain::connector::ConnectorConfig;
+use feedsafe::intake::drops::DropService;
+use feedsafe::intake::poller::{HttpExportSource, PullService};
+use feedsafe::intake::webhook::{LocalSecretsFile, WebhookService};
 use feedsafe::ops::{OpsService, RawArchive};
-use feedsafe::poller::{HttpExportSource, PullService};
-use feedsafe::ports::{NoFaults, SystemClock};
-use feedsafe::projection::Projector;
-use feedsafe::query::{Principal, QueryService};
-use feedsafe::webhook::{LocalSecretsFile, WebhookService};
+use feedsafe::protocols::ingest::IngestService;
+use feedsafe::protocols::ports::{NoFaults, SystemClock};
+use feedsafe::protocols::projection::Projector;
+use feedsafe::protocols::query::{Principal, QueryService};
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -71,7 +77,7 @@ pub fn load_tokens(path: &Path) -> Result<HashMap<String, Principal>> {
     file.tokens
         .into_iter()
         .map(|(token, e)| {
-            let tenant = feedsafe::ids::TenantId::parse(&e.tenant)?;
+            let tenant = feedsafe::domain::ids::TenantId::parse(&e.tenant)?;
             Ok((
                 token,
                 Principal {
@@ -260,7 +266,7 @@ const INGEST_POLLERS: usize = 4;
 
 /// The template's `BatchSize` for the ingest function's SQS event (parameter default resolved).
 fn ingest_batch_size() -> i32 {
-    let Ok(spec) = feedsafe::local::read_template(&feedsafe::local::template_path()) else {
+    let Ok(spec) = template_spec::read_template(&template_spec::template_path()) else {
         return 10;
     };
     let doc = &spec.document;
@@ -337,7 +343,7 @@ pub async fn start_stack(
         drops: DropService::new(evidence.clone(), queue, clock),
         tokens: Arc::new(load_tokens(&options.tokens_file)?),
         api: Arc::new(apigw::ApiRoutes::from_template(
-            &feedsafe::local::read_template(&feedsafe::local::template_path())?.document,
+            &template_spec::read_template(&template_spec::template_path())?.document,
         )?),
         recorder: options
             .record_events
@@ -350,7 +356,7 @@ pub async fn start_stack(
     if options.seed_samples {
         // Created only when missing: a durable stack keeps what operators changed since.
         for connector in sample_connectors(&supplier)? {
-            let existing = feedsafe::ports::ConnectorDirectory::connector(
+            let existing = feedsafe::protocols::ports::ConnectorDirectory::connector(
                 evidence.as_ref(),
                 &connector.connector,
             )
@@ -393,7 +399,7 @@ pub async fn start_stack(
         std::fs::create_dir_all(dir)?;
         stream = stream.with_checkpoint(dir.join("stream-checkpoint.json"))?;
     }
-    let spec = feedsafe::local::read_template(&feedsafe::local::template_path())?;
+    let spec = template_spec::read_template(&template_spec::template_path())?;
     let stream_settings = StreamSourceSettings::from_template(&spec.document)?;
     let stream = Some(tokio::spawn(stream_poller(
         stream,
@@ -490,9 +496,9 @@ async fn sqs_poller(
             }
             continue;
         }
-        let event = feedsafe::local::sqs_event(&messages);
+        let event = crate::events::sqs_event(&messages);
         let failed: BTreeSet<String> =
-            match feedsafe::lambda::handle_sqs_batch(&ingest, event).await {
+            match feedsafe::lambda::sqs::handle_sqs_batch(&ingest, event).await {
                 Ok(response) => response
                     .batch_item_failures
                     .into_iter()
@@ -564,7 +570,7 @@ async fn stream_poller(
             }
         };
         let empty = records.is_empty();
-        let event = feedsafe::local::stream_event(&records);
+        let event = crate::events::stream_event(&records);
         let records: Vec<_> = event
             .records
             .into_iter()
@@ -576,7 +582,7 @@ async fn stream_poller(
             let end = (start + settings.batch_size).min(records.len());
             let mut batch = aws_lambda_events::event::dynamodb::Event::default();
             batch.records = records[start..end].to_vec();
-            let response = feedsafe::lambda::handle_stream_batch(&projector, batch).await;
+            let response = feedsafe::lambda::stream::handle_stream_batch(&projector, batch).await;
             let failed = response
                 .batch_item_failures
                 .first()
@@ -662,7 +668,7 @@ async fn scheduler(
 ) {
     let mut last_pull = tokio::time::Instant::now();
     let mut last_sweep = tokio::time::Instant::now();
-    let corrections = feedsafe::corrections::CorrectionService::new(
+    let corrections = feedsafe::protocols::corrections::CorrectionService::new(
         services.evidence.clone(),
         services.evidence.clone(),
         services.evidence.clone(),
@@ -679,7 +685,7 @@ async fn scheduler(
                     invoke_async(&sqs, &poller, event, &stopped, |event| {
                         let services = services.clone();
                         async move {
-                            feedsafe::lambda::handle_pull_schedule(&services.pull, &event)
+                            feedsafe::lambda::schedule::handle_pull_schedule(&services.pull, &event)
                                 .await
                                 .map(|report| {
                                     info!(run = %report.run_id, pages = report.enqueued.len(), "scheduled pull run")
@@ -697,10 +703,10 @@ async fn scheduler(
             invoke_async(&sqs, &sweeper, event, &stopped, |_| {
                 let (evidence, corrections) = (services.evidence.clone(), corrections.clone());
                 async move {
-                    feedsafe::lambda::handle_sweep_schedule(
+                    feedsafe::lambda::schedule::handle_sweep_schedule(
                         &evidence,
                         &corrections,
-                        feedsafe::timestamp::Timestamp::now(),
+                        feedsafe::domain::timestamp::Timestamp::now(),
                     )
                     .await
                     .map(|_| ())
@@ -714,7 +720,7 @@ async fn scheduler(
 
 /// EventBridge's scheduled event, as the rule delivers it.
 fn scheduled_event(function: &str) -> serde_json::Value {
-    let now = feedsafe::timestamp::Timestamp::now();
+    let now = feedsafe::domain::timestamp::Timestamp::now();
     serde_json::json!({
         "version": "0",
         "id": format!("local-{}", now.unix_seconds()),
@@ -760,13 +766,15 @@ async fn invoke_async<F, Fut>(
 }
 
 /// Connectors seeded with pull settings (the local stack knows its seed file).
-async fn pull_connectors(services: &Services) -> Vec<feedsafe::ids::ConnectorId> {
+async fn pull_connectors(services: &Services) -> Vec<feedsafe::domain::ids::ConnectorId> {
     let mut out = Vec::new();
     for id in ["acme-eu"] {
-        if let Ok(id) = feedsafe::ids::ConnectorId::parse(id) {
-            if let Ok(Some(config)) =
-                feedsafe::ports::ConnectorDirectory::connector(services.evidence.as_ref(), &id)
-                    .await
+        if let Ok(id) = feedsafe::domain::ids::ConnectorId::parse(id) {
+            if let Ok(Some(config)) = feedsafe::protocols::ports::ConnectorDirectory::connector(
+                services.evidence.as_ref(),
+                &id,
+            )
+            .await
             {
                 if config.pull.is_some() {
                     out.push(id);

@@ -6,10 +6,9 @@ mod drill;
 
 use anyhow::{bail, Context, Result};
 use feedsafe::aws::AwsClients;
-use feedsafe::local::{
-    create_resources, read_template, template_path, CreateOptions, LocalResources,
-};
+use local_stack::resources::{create_resources, CreateOptions, LocalResources};
 use local_stack::{repo_root, start_stack, StackOptions};
+use template_spec::{read_template, template_path};
 
 fn endpoint(key: &str) -> Result<String> {
     std::env::var(key).with_context(|| {

@@ -5,11 +5,11 @@
 //! yet deleted, or delayed) is not saved: the stop reports it, and the queue engine stays up so
 //! that they come back after their visibility timeout (`infra/local.sh` leaves it running).
 
+use crate::resources::LocalResources;
 use crate::Drained;
 use anyhow::{Context, Result};
 use aws_sdk_sqs::types::QueueAttributeName;
 use feedsafe::aws::AwsClients;
-use feedsafe::local::LocalResources;
 use std::io::Write;
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! event source drops them), `BatchSize`, `MaximumRetryAttempts`, `ReportBatchItemFailures`
 //! (a failed batch resumes at the reported record) and the on-failure destination (a record
 //! that failed every retry is reported there, then passed). Each batch goes through
-//! `feedsafe::lambda::handle_stream_batch`, the function's own entry point.
+//! `feedsafe::lambda::stream::handle_stream_batch`, the function's own entry point.
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
@@ -97,7 +97,7 @@ mod tests {
     use serde_json::json;
 
     fn template_settings() -> StreamSourceSettings {
-        let spec = feedsafe::local::read_template(&feedsafe::local::template_path()).unwrap();
+        let spec = template_spec::read_template(&template_spec::template_path()).unwrap();
         StreamSourceSettings::from_template(&spec.document).unwrap()
     }
 

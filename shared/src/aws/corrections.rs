@@ -20,14 +20,14 @@ use super::dynamo::{
     source_quarantine_pk, unavailable, with_keys, DynamoEvidenceStore, Item, GSI2, SK_CORRECTION,
     SK_OBSERVATION, SK_SOURCE_QUARANTINE,
 };
-use crate::corrections::{CorrectionStore, Reattribution, Reattributor, Recorded};
-use crate::ids::ObservationId;
-use crate::model::{
+use crate::domain::ids::ObservationId;
+use crate::domain::model::{
     CorrectionRules, IdentityCorrection, SourceQuarantine, SourceQuarantineEvent, SourceRef,
     SupersessionRecord, SweepRecord,
 };
-use crate::ports::StoreError;
-use crate::timestamp::Timestamp;
+use crate::domain::timestamp::Timestamp;
+use crate::protocols::corrections::{CorrectionStore, Reattribution, Reattributor, Recorded};
+use crate::protocols::ports::StoreError;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
@@ -586,7 +586,7 @@ impl Reattributor for DynamoEvidenceStore {
         at: Timestamp,
     ) -> Result<Vec<ObservationId>, StoreError> {
         let mut done = Vec::new();
-        for group in moves.chunks(crate::corrections::REATTRIBUTION_GROUP) {
+        for group in moves.chunks(crate::protocols::corrections::REATTRIBUTION_GROUP) {
             let mut actions = Vec::with_capacity(group.len() * 3);
             for step in group {
                 actions.extend(self.reattribution_actions(step, at)?);

@@ -8,17 +8,17 @@
 //! | quarantine   | `QUAR#{id}`            | `QUAR`   |                                        | `QUARANTINE#{tenant}`, `{at}#{id}` |
 //! | connector    | `CONNECTOR#{id}`       | `CONFIG` |                                        |                                  |
 
-use crate::connector::{ConnectorConfig, ConnectorConfigError};
-use crate::fingerprint::Fingerprint;
-use crate::ids::{ConnectorId, ObservationId};
-use crate::model::{
+use crate::domain::connector::{ConnectorConfig, ConnectorConfigError};
+use crate::domain::fingerprint::Fingerprint;
+use crate::domain::ids::{ConnectorId, ObservationId};
+use crate::domain::model::{
     Observation, QuarantineEntry, ReplayRecord, ReplayState, Run, RunPageRecord, RunPageUpdate,
 };
-use crate::ports::{
+use crate::domain::timestamp::Timestamp;
+use crate::protocols::ports::{
     AttemptProbe, ChunkOutcome, ChunkWrite, ConnectorDirectory, EvidenceStore, ReplayAction,
     StoreError,
 };
-use crate::timestamp::Timestamp;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -65,7 +65,7 @@ pub fn run_page_sk(page: u32) -> String {
     format!("{RUN_PAGE_SK_PREFIX}{page:06}")
 }
 pub const RUN_PAGE_SK_PREFIX: &str = "PAGE#";
-pub fn source_quarantine_pk(source: &crate::model::SourceRef) -> String {
+pub fn source_quarantine_pk(source: &crate::domain::model::SourceRef) -> String {
     format!(
         "SRCQ#{}#{}#{}",
         source.tenant, source.connector, source.source_account
@@ -81,7 +81,7 @@ pub const SK_CORRECTION: &str = "CORR";
 pub const OPEN_RUN_SHARDS: u32 = 16;
 /// GSI2 partition of an open run: `RUNS#OPEN#{shard:02}`, the shard derived from the run id.
 pub fn open_runs_pk(run_id: &str) -> String {
-    let shard = u32::from(crate::hashing::sha256(run_id.as_bytes())[0]) % OPEN_RUN_SHARDS;
+    let shard = u32::from(crate::domain::hashing::sha256(run_id.as_bytes())[0]) % OPEN_RUN_SHARDS;
     open_runs_shard_pk(shard)
 }
 pub fn open_runs_shard_pk(shard: u32) -> String {
@@ -386,8 +386,8 @@ impl DynamoEvidenceStore {
     /// Tokens are account-wide in DynamoDB: scope them to this table so that two stacks (or two
     /// test tables) storing the same delivery never collide.
     fn scoped_token(&self, token: &str) -> String {
-        let digest = crate::hashing::sha256(format!("{}\n{token}", self.table).as_bytes());
-        crate::hashing::hex(&digest[..16])
+        let digest = crate::domain::hashing::sha256(format!("{}\n{token}", self.table).as_bytes());
+        crate::domain::hashing::hex(&digest[..16])
     }
 
     fn replay_action(
@@ -670,8 +670,8 @@ impl EvidenceStore for DynamoEvidenceStore {
 
     async fn correction_rules(
         &self,
-        source: &crate::model::SourceRef,
-    ) -> Result<crate::model::CorrectionRules, StoreError> {
+        source: &crate::domain::model::SourceRef,
+    ) -> Result<crate::domain::model::CorrectionRules, StoreError> {
         self.rules_of(source).await
     }
 

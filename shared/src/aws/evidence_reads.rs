@@ -8,16 +8,17 @@ use super::dynamo::{
     unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2, OPEN_RUN_SHARDS,
     RUN_PAGE_SK_PREFIX, SK_OBSERVATION, SK_RUN, SK_SOURCE_QUARANTINE,
 };
-use crate::connector::ConnectorConfig;
-use crate::hashing::{base64_decode, base64_encode};
-use crate::ids::{ConnectorId, ObservationId, TenantId};
-use crate::model::{
+use crate::domain::connector::ConnectorConfig;
+use crate::domain::hashing::{base64_decode, base64_encode};
+use crate::domain::ids::{ConnectorId, ObservationId, TenantId};
+use crate::domain::model::{
     CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
     RunStart, RunStatus, SourceQuarantine, SourceRef, MAX_LISTED_MISSING_PAGES,
 };
-use crate::ports::{ConnectorDirectory, StoreError};
-use crate::projection::{EvidenceReads, HistoryPage, ProjectorWrites, SourceState};
-use crate::timestamp::Timestamp;
+use crate::domain::timestamp::Timestamp;
+use crate::intake::poller::RunLedger;
+use crate::protocols::ports::{ConnectorDirectory, StoreError};
+use crate::protocols::projection::{EvidenceReads, HistoryPage, ProjectorWrites, SourceState};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -47,6 +48,14 @@ fn cursor_decode(cursor: &str) -> Result<Item, StoreError> {
         .into_iter()
         .map(|(k, v)| (k, AttributeValue::S(v)))
         .collect())
+}
+
+/// The poller's run ledger is the evidence table's run record.
+#[async_trait]
+impl RunLedger for DynamoEvidenceStore {
+    async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError> {
+        DynamoEvidenceStore::start_run(self, run).await
+    }
 }
 
 impl DynamoEvidenceStore {
@@ -310,7 +319,7 @@ impl DynamoEvidenceStore {
     pub async fn quarantine_list(
         &self,
         tenant: &TenantId,
-    ) -> Result<Vec<crate::model::QuarantineEntry>, StoreError> {
+    ) -> Result<Vec<crate::domain::model::QuarantineEntry>, StoreError> {
         let entries = self
             .quarantine_list_with_resolution::<serde_json::Value>(tenant)
             .await?;
@@ -322,10 +331,10 @@ impl DynamoEvidenceStore {
 impl ProjectorWrites for DynamoEvidenceStore {
     async fn reattribute(
         &self,
-        moves: &[crate::corrections::Reattribution],
+        moves: &[crate::protocols::corrections::Reattribution],
         at: Timestamp,
     ) -> Result<Vec<ObservationId>, StoreError> {
-        crate::corrections::Reattributor::reattribute(self, moves, at).await
+        crate::protocols::corrections::Reattributor::reattribute(self, moves, at).await
     }
 
     async fn enqueue_work(&self, work: &[ProjectionWork]) -> Result<(), StoreError> {
@@ -566,7 +575,7 @@ impl DynamoEvidenceStore {
     pub async fn quarantine_entry_with_resolution<R: serde::de::DeserializeOwned>(
         &self,
         id: &str,
-    ) -> Result<Option<(crate::model::QuarantineEntry, Option<R>)>, StoreError> {
+    ) -> Result<Option<(crate::domain::model::QuarantineEntry, Option<R>)>, StoreError> {
         let out = self
             .client()
             .get_item()
@@ -587,7 +596,7 @@ impl DynamoEvidenceStore {
     pub async fn quarantine_list_with_resolution<R: serde::de::DeserializeOwned>(
         &self,
         tenant: &TenantId,
-    ) -> Result<Vec<(crate::model::QuarantineEntry, Option<R>)>, StoreError> {
+    ) -> Result<Vec<(crate::domain::model::QuarantineEntry, Option<R>)>, StoreError> {
         let mut entries = Vec::new();
         let mut start = None;
         loop {
@@ -618,7 +627,7 @@ impl DynamoEvidenceStore {
 
 fn split_resolution<R: serde::de::DeserializeOwned>(
     mut item: Item,
-) -> Result<(crate::model::QuarantineEntry, Option<R>), StoreError> {
+) -> Result<(crate::domain::model::QuarantineEntry, Option<R>), StoreError> {
     let resolution = item
         .remove("resolution")
         .map(|value| {

@@ -1,13 +1,15 @@
-//! AWS adapters: the only place that knows about `AttributeValue`, `SdkError` and HTTP status.
+//! AWS adapters: DynamoDB, S3, SQS and Secrets Manager behind the ports of `crate::protocols`
+//! and `crate::intake`, and the evidence table's stream records decoded. The only place that
+//! knows about `AttributeValue`, `SdkError` and HTTP status.
 
 pub mod corrections;
 pub mod dynamo;
 pub mod evidence_reads;
-#[cfg(feature = "local")]
-pub mod faults;
 pub mod projection_table;
 pub mod s3;
+pub mod secrets;
 pub mod sqs;
+pub mod stream_records;
 
 use aws_config::BehaviorVersion;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
@@ -22,7 +24,8 @@ pub struct AwsClients {
     pub local_access_key: Option<String>,
 }
 
-pub(crate) fn http_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
+/// The HTTP client every SDK client here uses (rustls with ring), for clients built elsewhere.
+pub fn http_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
     aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
         .build_https()

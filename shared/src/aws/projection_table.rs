@@ -11,11 +11,11 @@
 //! The index projects keys only: its reader needs the item, nothing else.
 
 use super::dynamo::{batch_get, conditional, decode, encode, key, s, unavailable, Item};
-use crate::ids::TenantId;
-use crate::model::SourceRef;
-use crate::ports::StoreError;
-use crate::projection::{ProjectedOffer, ProjectionKey, ProjectionStore};
-use crate::timestamp::Timestamp;
+use crate::domain::ids::TenantId;
+use crate::domain::model::SourceRef;
+use crate::domain::timestamp::Timestamp;
+use crate::protocols::ports::StoreError;
+use crate::protocols::projection::{ProjectedOffer, ProjectionKey, ProjectionStore};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use futures_util::StreamExt;
@@ -44,7 +44,7 @@ pub fn source_key(source: &SourceRef, item: &str) -> String {
 
 /// The shard of the `by_source` index an item's rows are written under.
 pub fn source_shard(item: &str) -> u32 {
-    let digest = crate::hashing::sha256(item.as_bytes());
+    let digest = crate::domain::hashing::sha256(item.as_bytes());
     u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % SOURCE_SHARDS
 }
 

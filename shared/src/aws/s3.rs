@@ -1,7 +1,7 @@
 //! The raw archive in S3: write-once objects under deterministic keys, verified by SHA-256.
 
-use crate::hashing::{base64_encode, hex, sha256};
-use crate::ports::{ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite};
+use crate::domain::hashing::{base64_encode, hex, sha256};
+use crate::protocols::ports::{ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite};
 use async_trait::async_trait;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;

@@ -1,6 +1,6 @@
 //! The ingest queue and the S3 claim checks, for producers.
 
-use crate::envelope::DeliveryEnvelope;
+use crate::domain::envelope::DeliveryEnvelope;
 use crate::intake::{ClaimStore, DeliveryQueue, QueueError, StoredClaim};
 use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
@@ -65,7 +65,9 @@ impl ClaimStore for S3ClaimStore {
             .key(key)
             .body(ByteStream::from(body.to_vec()))
             .content_type(content_type)
-            .checksum_sha256(crate::hashing::base64_encode(&crate::hashing::sha256(body)))
+            .checksum_sha256(crate::domain::hashing::base64_encode(
+                &crate::domain::hashing::sha256(body),
+            ))
             .send()
             .await
             .map_err(|e| QueueError(anyhow::Error::new(e).context("put claim check")))?;

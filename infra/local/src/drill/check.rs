@@ -4,7 +4,7 @@
 
 use super::{agent, call, DrillState, Expected, OPERATOR, READER};
 use anyhow::{Context, Result};
-use feedsafe::hashing::sha256_hex;
+use feedsafe::domain::hashing::sha256_hex;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -123,7 +123,7 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
-use feedsafe::hashing::sha256_hex;
+use feedsafe::domain::hashing::sha256_hex;
 
 mod check;
 mod host;
@@ -135,7 +135,7 @@ fn offer(sku: &str, quantity: u64, at: &str) -> Value {
 }
 
 fn at(second: u64) -> String {
-    feedsafe::timestamp::Timestamp::from_unix_seconds(1_795_000_000 + second as i64)
+    feedsafe::domain::timestamp::Timestamp::from_unix_seconds(1_795_000_000 + second as i64)
         .map(|t| t.to_rfc3339())
         .unwrap_or_default()
 }
@@ -169,7 +169,7 @@ struct DrillState {
 fn post_webhook(
     agent: &ureq::Agent,
     api: &str,
-    secret: &feedsafe::webhook::SigningSecret,
+    secret: &feedsafe::intake::webhook::SigningSecret,
     webhook_id: &str,
     body: &[u8],
     deadline: Instant,
@@ -178,8 +178,8 @@ fn post_webhook(
     let url = format!("{api}/v1/webhooks/{WEBHOOKS}");
     loop {
         attempts.fetch_add(1, Ordering::Relaxed);
-        let now = feedsafe::timestamp::Timestamp::now().unix_seconds();
-        let signature = feedsafe::webhook::sign(secret, webhook_id, now, body);
+        let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
+        let signature = feedsafe::intake::webhook::sign(secret, webhook_id, now, body);
         let answer = agent
             .post(&url)
             .header("content-type", "application/json")
@@ -338,9 +338,10 @@ fn drill(options: Options, handle: tokio::runtime::Handle) -> Result<()> {
     let secrets: Value = serde_json::from_slice(&std::fs::read(
         crate::repo_root().join("infra/local/secrets.json"),
     )?)?;
-    let secret =
-        feedsafe::webhook::SigningSecret::parse(secrets[WEBHOOKS][0].as_str().unwrap_or_default())
-            .map_err(|e| anyhow!("the sample secret: {e:?}"))?;
+    let secret = feedsafe::intake::webhook::SigningSecret::parse(
+        secrets[WEBHOOKS][0].as_str().unwrap_or_default(),
+    )
+    .map_err(|e| anyhow!("the sample secret: {e:?}"))?;
     let host = Arc::new(Mutex::new(host_for(&options)?));
     host.lock().map_err(|_| anyhow!("host lock"))?.start()?;
     let api = host.lock().map_err(|_| anyhow!("host lock"))?.api();

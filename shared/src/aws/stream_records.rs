@@ -1,0 +1,147 @@
+//! Evidence-table stream records -> `EvidenceChange`. Shared by the projector Lambda (DynamoDB
+//! event source) and the local stack's stream poller, so both see the same meaning.
+
+use crate::aws::dynamo::decode_replay;
+use crate::domain::model::{
+    Observation, ProjectionWork, ReplayRecord, ReplayState, Run, RunPageRecord, RunStatus,
+    SourceQuarantine,
+};
+use crate::protocols::ports::StoreError;
+use crate::protocols::projection::EvidenceChange;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Entity {
+    #[serde(default)]
+    entity: Option<String>,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(item: serde_dynamo::Item) -> Result<T, StoreError> {
+    serde_dynamo::from_item(item)
+        .map_err(|e| StoreError::Invariant(format!("stream image does not decode: {e}")))
+}
+
+/// Classifies one stream record. Only `INSERT` and `MODIFY` matter: TTL deletions (AWS:
+/// `REMOVE` by the service; DynamoDB Local: `UNKNOWN_TO_SDK_VERSION`) and every other event
+/// are ignored, as is any entity the projection does not depend on.
+pub fn classify(
+    event_name: &str,
+    old_image: Option<serde_dynamo::Item>,
+    new_image: Option<serde_dynamo::Item>,
+) -> Result<EvidenceChange, StoreError> {
+    if !matches!(event_name, "INSERT" | "MODIFY") {
+        return Ok(EvidenceChange::Ignored);
+    }
+    let Some(new_image) = new_image.filter(|i| !i.is_empty()) else {
+        return Ok(EvidenceChange::Ignored);
+    };
+    let entity: Entity = decode(new_image.clone())?;
+    Ok(match entity.entity.as_deref() {
+        Some("observation") => {
+            EvidenceChange::Observation(Box::new(decode::<Observation>(new_image)?))
+        }
+        Some("replay") => {
+            let new: ReplayRecord = decode_replay(new_image.into())?;
+            let was_committed = match old_image.filter(|i| !i.is_empty()) {
+                Some(old) => decode_replay(old.into())?.state == ReplayState::Committed,
+                None => false,
+            };
+            // An unstaged delivery's observations were written in the same transaction as its
+            // committed record: their own INSERT records project them. A staged delivery's
+            // observations became eligible only now.
+            if new.state == ReplayState::Committed && !was_committed && new.chunks_total > 1 {
+                EvidenceChange::DeliveryCommitted(new.observation_ids)
+            } else {
+                EvidenceChange::Ignored
+            }
+        }
+        Some("projection_work") if event_name == "INSERT" => {
+            EvidenceChange::Work(Box::new(decode::<ProjectionWork>(new_image)?))
+        }
+        Some("run_page") if event_name == "INSERT" => {
+            EvidenceChange::RunPage(Box::new(decode::<RunPageRecord>(new_image)?))
+        }
+        Some("run") => {
+            let new: Run = decode(new_image)?;
+            let was_complete = match old_image.filter(|i| !i.is_empty()) {
+                Some(old) => decode::<Run>(old)?.status == Some(RunStatus::Complete),
+                None => false,
+            };
+            if new.status == Some(RunStatus::Complete) && !was_complete {
+                EvidenceChange::RunCompleted(Box::new(new))
+            } else {
+                EvidenceChange::Ignored
+            }
+        }
+        Some("correction_rules") => {
+            #[derive(Deserialize)]
+            struct Stored {
+                source: crate::domain::model::SourceRef,
+                #[serde(flatten)]
+                rules: crate::domain::model::CorrectionRules,
+            }
+            let new: Stored = decode(new_image)?;
+            let old = match old_image.filter(|i| !i.is_empty()) {
+                Some(old) => decode::<Stored>(old)?.rules,
+                None => crate::domain::model::CorrectionRules::default(),
+            };
+            // Every item whose rows a changed rule can move: the part itself, where the old
+            // rule sent it and where the new one does.
+            let mut items = std::collections::BTreeSet::new();
+            for (part, rule) in &new.rules.rules {
+                let before = old.rules.get(part);
+                if before != Some(rule) {
+                    items.insert(part.clone());
+                    items.insert(rule.to_item.key());
+                    if let Some(before) = before {
+                        items.insert(before.to_item.key());
+                    }
+                }
+            }
+            EvidenceChange::CorrectionRules {
+                source: new.source,
+                items: items.into_iter().collect(),
+            }
+        }
+        Some("source_quarantine") => {
+            EvidenceChange::SourceQuarantine(decode::<SourceQuarantine>(new_image)?.source)
+        }
+        _ => EvidenceChange::Ignored,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_dynamo::{AttributeValue, Item};
+    use std::collections::HashMap;
+
+    fn item(entity: &str) -> Item {
+        Item::from(HashMap::from([(
+            "entity".to_owned(),
+            AttributeValue::S(entity.to_owned()),
+        )]))
+    }
+
+    #[test]
+    fn ttl_deletions_and_removals_are_ignored() {
+        // AWS: REMOVE by the TTL service; DynamoDB Local: UNKNOWN_TO_SDK_VERSION.
+        for name in ["REMOVE", "UNKNOWN_TO_SDK_VERSION", ""] {
+            let change = classify(name, Some(item("replay")), None).unwrap();
+            assert!(matches!(change, EvidenceChange::Ignored), "{name}");
+        }
+    }
+
+    #[test]
+    fn records_the_projection_does_not_read_are_ignored() {
+        for entity in [
+            "quarantine",
+            "connector",
+            "delivery_commit",
+            "identity_correction",
+        ] {
+            let change = classify("INSERT", None, Some(item(entity))).unwrap();
+            assert!(matches!(change, EvidenceChange::Ignored), "{entity}");
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! The domain: deliveries, fingerprints, canonical items, money, observations, replay records,
+//! runs and connector rules, as plain values. Pure code: no AWS type, no I/O, no port.
+
+pub mod canonical_json;
+pub mod connector;
+pub mod currency;
+pub mod envelope;
+pub mod fingerprint;
+pub mod hashing;
+pub mod ids;
+pub mod item;
+pub mod model;
+pub mod money;
+pub mod normalize;
+pub mod reject;
+pub mod timestamp;

@@ -1,0 +1,409 @@
+//! Supplier payloads -> normalized rows. Every row must be valid or the whole delivery is refused:
+//! a page is evidence as a unit, and storing part of it would misstate what the source said.
+
+use crate::domain::canonical_json;
+use crate::domain::connector::PayloadFormat;
+use crate::domain::currency::is_iso4217_currency;
+use crate::domain::fingerprint::CanonicalizationRule;
+use crate::domain::item::CanonicalItem;
+use crate::domain::money::Price;
+use crate::domain::reject::{RejectCode, Rejection};
+use crate::domain::timestamp::Timestamp;
+use serde_json::{Map, Value};
+
+/// One source claim about one item, before it gets its delivery-scoped identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NormalizedRow {
+    /// The source's own record name (the sku as sent).
+    pub source_record: String,
+    pub item: CanonicalItem,
+    pub quantity: u64,
+    /// What the quantity counts (the source's unit).
+    pub quantity_basis: String,
+    pub price: Price,
+    pub currency: String,
+    pub observed_at: Timestamp,
+    /// Canonical JSON bytes of the row, used to order rows under the unordered rule.
+    pub canonical: Vec<u8>,
+}
+
+/// Upper bound on rows in one delivery, so that a mismatch's quarantine entry (which lists the
+/// stored observation ids, ~31 bytes each) stays far below DynamoDB's 400 KB item limit, and a
+/// staged delivery stays within 52 chunk transactions.
+pub const MAX_ROWS: usize = 5_000;
+
+/// Parses and validates `body` as `format`; rows come back in canonical index order for `rule`.
+pub fn normalize(
+    format: PayloadFormat,
+    rule: CanonicalizationRule,
+    body: &[u8],
+) -> Result<Vec<NormalizedRow>, Rejection> {
+    if format == PayloadFormat::CsvOffersV1 {
+        return normalize_csv(rule, body);
+    }
+    let document: Value = serde_json::from_slice(body).map_err(|e| {
+        Rejection::new(RejectCode::InvalidPayload, format!("body is not JSON: {e}"))
+    })?;
+    let root = document
+        .as_object()
+        .ok_or_else(|| Rejection::new(RejectCode::InvalidPayload, "body must be a JSON object"))?;
+    let (rows, default_observed_at) = match format {
+        PayloadFormat::AcmeExportV1 => (acme_export_rows(root)?, None),
+        PayloadFormat::CloudEventsOffersV1 => cloudevents_rows(root)?,
+        PayloadFormat::CsvOffersV1 => return normalize_csv(rule, body),
+    };
+    if rows.len() > MAX_ROWS {
+        return Err(Rejection::new(
+            RejectCode::PayloadTooLarge,
+            format!(
+                "{} rows exceed the limit of {MAX_ROWS} per delivery",
+                rows.len()
+            ),
+        ));
+    }
+    let canonical = canonical_json::canonical_rows(body, format.rows_path()).map_err(|e| {
+        Rejection::new(
+            RejectCode::InvalidPayload,
+            format!("body is not canonicalizable JSON: {e}"),
+        )
+    })?;
+    let mut normalized = rows
+        .iter()
+        .zip(canonical)
+        .enumerate()
+        .map(|(i, (row, bytes))| normalize_row(i, row, default_observed_at, bytes))
+        .collect::<Result<Vec<_>, _>>()?;
+    if rule.orders_rows_canonically() {
+        // Stable sort: identical rows keep their relative order, and are identical anyway.
+        normalized.sort_by(|a, b| a.canonical.cmp(&b.canonical));
+    }
+    Ok(normalized)
+}
+
+/// CSV rows become the same row objects as JSON rows (numbers for integer quantities, strings
+/// otherwise), so one set of row rules applies to every format.
+fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<NormalizedRow>, Rejection> {
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(body);
+    let headers = reader
+        .headers()
+        .map_err(|e| Rejection::new(RejectCode::InvalidPayload, format!("CSV header: {e}")))?
+        .clone();
+    let mut normalized = Vec::new();
+    for (index, record) in reader.records().enumerate() {
+        let record = record.map_err(|e| {
+            Rejection::new(RejectCode::InvalidPayload, format!("CSV row {index}: {e}"))
+        })?;
+        if index >= MAX_ROWS {
+            return Err(Rejection::new(
+                RejectCode::PayloadTooLarge,
+                format!("more than {MAX_ROWS} rows"),
+            ));
+        }
+        let mut row = Map::new();
+        for (name, value) in headers.iter().zip(record.iter()) {
+            if value.is_empty() {
+                continue;
+            }
+            let value = match (name, value.parse::<i64>()) {
+                ("quantity", Ok(n)) => Value::from(n),
+                _ => Value::from(value),
+            };
+            row.insert(name.to_owned(), value);
+        }
+        let row = Value::Object(row);
+        let canonical = canonical_json::canonicalize(row.to_string().as_bytes()).map_err(|e| {
+            Rejection::new(RejectCode::InvalidPayload, format!("CSV row {index}: {e}"))
+        })?;
+        normalized.push(normalize_row(index, &row, None, canonical)?);
+    }
+    if rule.orders_rows_canonically() {
+        normalized.sort_by(|a, b| a.canonical.cmp(&b.canonical));
+    }
+    Ok(normalized)
+}
+
+fn acme_export_rows(root: &Map<String, Value>) -> Result<&Vec<Value>, Rejection> {
+    let export_id = root
+        .get("export_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if export_id.is_empty() {
+        return Err(Rejection::new(
+            RejectCode::InvalidPayload,
+            "export page lacks a string export_id",
+        ));
+    }
+    if root.get("page").and_then(Value::as_u64).is_none() {
+        return Err(Rejection::new(
+            RejectCode::InvalidPayload,
+            "export page lacks a whole-number page",
+        ));
+    }
+    root.get("offers").and_then(Value::as_array).ok_or_else(|| {
+        Rejection::new(
+            RejectCode::InvalidPayload,
+            "export page lacks an offers array",
+        )
+    })
+}
+
+fn cloudevents_rows(
+    root: &Map<String, Value>,
+) -> Result<(&Vec<Value>, Option<Timestamp>), Rejection> {
+    if root.get("specversion").and_then(Value::as_str) != Some("1.0") {
+        return Err(Rejection::new(
+            RejectCode::InvalidPayload,
+            "CloudEvent must have specversion \"1.0\"",
+        ));
+    }
+    for attribute in ["id", "source", "type"] {
+        if root
+            .get(attribute)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(Rejection::new(
+                RejectCode::InvalidPayload,
+                format!("CloudEvent lacks {attribute}"),
+            ));
+        }
+    }
+    let time = match root.get("time") {
+        None => None,
+        Some(value) => Some(
+            value
+                .as_str()
+                .and_then(|t| Timestamp::parse(t).ok())
+                .ok_or_else(|| {
+                    Rejection::new(
+                        RejectCode::InvalidPayload,
+                        "CloudEvent time is not RFC 3339",
+                    )
+                })?,
+        ),
+    };
+    let rows = root
+        .get("data")
+        .and_then(|d| d.get("offers"))
+        .and_then(Value::as_array)
+        .ok_or_else(|| {
+            Rejection::new(
+                RejectCode::InvalidPayload,
+                "CloudEvent data lacks an offers array",
+            )
+        })?;
+    Ok((rows, time))
+}
+
+fn normalize_row(
+    index: usize,
+    row: &Value,
+    default_observed_at: Option<Timestamp>,
+    canonical: Vec<u8>,
+) -> Result<NormalizedRow, Rejection> {
+    let at = |code: RejectCode, what: String| Rejection::new(code, format!("row {index}: {what}"));
+    let row = row
+        .as_object()
+        .ok_or_else(|| at(RejectCode::InvalidRow, "must be an object".into()))?;
+    let text = |field: &str| -> Result<Option<&str>, Rejection> {
+        match row.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.as_str())),
+            Some(_) => Err(at(
+                RejectCode::InvalidRow,
+                format!("{field} must be a string"),
+            )),
+        }
+    };
+    let sku = text("sku")?.ok_or_else(|| at(RejectCode::InvalidRow, "sku is missing".into()))?;
+    let unit = text("unit")?.ok_or_else(|| at(RejectCode::InvalidRow, "unit is missing".into()))?;
+    let item = CanonicalItem::new(sku, text("revision")?, Some(unit), text("condition")?)
+        .map_err(|e| at(RejectCode::InvalidRow, e.to_string()))?;
+    let quantity =
+        parse_quantity(row.get("quantity")).map_err(|why| at(RejectCode::InvalidQuantity, why))?;
+    let price = match row.get("price") {
+        Some(Value::String(s)) => Price::parse(s)
+            .map_err(|e| at(RejectCode::InvalidPrice, format!("price {s:?}: {e}")))?,
+        Some(Value::Number(_)) => {
+            return Err(at(
+                RejectCode::InvalidPrice,
+                "price must be a decimal string such as \"820.00\", not a JSON number".into(),
+            ))
+        }
+        _ => {
+            return Err(at(
+                RejectCode::InvalidPrice,
+                "price is missing or not a string".into(),
+            ))
+        }
+    };
+    let currency = text("currency")?.unwrap_or_default();
+    if !is_iso4217_currency(currency) {
+        let shown: String = currency.chars().take(8).collect();
+        return Err(at(
+            RejectCode::UnknownCurrency,
+            format!("currency {shown:?} is not an active ISO 4217 code"),
+        ));
+    }
+    let observed_at = match text("observed_at")? {
+        Some(t) => Timestamp::parse(t)
+            .map_err(|e| at(RejectCode::InvalidRow, format!("observed_at: {e}")))?,
+        None => default_observed_at
+            .ok_or_else(|| at(RejectCode::InvalidRow, "observed_at is missing".into()))?,
+    };
+    Ok(NormalizedRow {
+        source_record: sku.to_owned(),
+        item,
+        quantity,
+        quantity_basis: unit.trim().to_ascii_lowercase(),
+        price,
+        currency: currency.to_owned(),
+        observed_at,
+        canonical,
+    })
+}
+
+fn parse_quantity(value: Option<&Value>) -> Result<u64, String> {
+    let number = match value {
+        Some(Value::Number(n)) => n,
+        Some(_) => return Err("quantity must be a JSON number".into()),
+        None => return Err("quantity is missing".into()),
+    };
+    if let Some(q) = number.as_u64() {
+        return Ok(q);
+    }
+    if number.as_i64().is_some_and(|q| q < 0) || number.as_f64().is_some_and(|q| q < 0.0) {
+        return Err(format!("quantity {number} is negative"));
+    }
+    Err(format!("quantity {number} is not a whole number"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(offers: &str) -> Vec<u8> {
+        format!(r#"{{"export_id":"EXP-8821","page":2,"page_count":3,"offers":[{offers}]}}"#)
+            .into_bytes()
+    }
+
+    const ROW: &str = r#"{"sku":"AX-440-R2","quantity":6,"unit":"each","price":"820.00","currency":"EUR","observed_at":"2026-11-29T08:00:00Z"}"#;
+
+    fn code_of(body: &[u8]) -> RejectCode {
+        normalize(
+            PayloadFormat::AcmeExportV1,
+            CanonicalizationRule::JsonV1,
+            body,
+        )
+        .unwrap_err()
+        .code
+    }
+
+    #[test]
+    fn the_essay_row_normalizes() {
+        let rows = normalize(
+            PayloadFormat::AcmeExportV1,
+            CanonicalizationRule::JsonV1,
+            &page(ROW),
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 1);
+        let row = &rows[0];
+        assert_eq!(row.item.key(), "AX-440-R2~each~new");
+        assert_eq!(row.quantity, 6);
+        assert_eq!(row.price.as_str(), "820.00");
+        assert_eq!(row.currency, "EUR");
+        assert_eq!(row.observed_at.to_rfc3339(), "2026-11-29T08:00:00Z");
+    }
+
+    #[test]
+    fn each_bad_row_has_its_own_code() {
+        assert_eq!(
+            code_of(&page(&ROW.replace("\"quantity\":6", "\"quantity\":-1"))),
+            RejectCode::InvalidQuantity
+        );
+        assert_eq!(
+            code_of(&page(&ROW.replace("\"quantity\":6", "\"quantity\":6.5"))),
+            RejectCode::InvalidQuantity
+        );
+        assert_eq!(
+            code_of(&page(&ROW.replace("\"820.00\"", "\"8,20\""))),
+            RejectCode::InvalidPrice
+        );
+        assert_eq!(
+            code_of(&page(&ROW.replace("\"820.00\"", "820.0"))),
+            RejectCode::InvalidPrice
+        );
+        assert_eq!(
+            code_of(&page(&ROW.replace("EUR", "EUX"))),
+            RejectCode::UnknownCurrency
+        );
+        assert_eq!(
+            code_of(&page(&ROW.replace("\"sku\":\"AX-440-R2\",", ""))),
+            RejectCode::InvalidRow
+        );
+        assert_eq!(code_of(b"not json"), RejectCode::InvalidPayload);
+        assert_eq!(code_of(br#"{"offers":[]}"#), RejectCode::InvalidPayload);
+    }
+
+    #[test]
+    fn cloudevents_rows_fall_back_to_the_event_time() {
+        let body = br#"{"specversion":"1.0","id":"evt-1","source":"urn:acme:events","type":"offer.snapshot","time":"2026-11-29T08:00:00Z","data":{"offers":[{"sku":"AX-440-R2","quantity":6,"unit":"each","price":"820.00","currency":"EUR"}]}}"#;
+        let rows = normalize(
+            PayloadFormat::CloudEventsOffersV1,
+            CanonicalizationRule::JsonV1,
+            body,
+        )
+        .unwrap();
+        assert_eq!(rows[0].observed_at.to_rfc3339(), "2026-11-29T08:00:00Z");
+    }
+
+    #[test]
+    fn csv_rows_follow_the_same_rules() {
+        let csv = b"sku,quantity,unit,price,currency,observed_at\nAX-440-R2,6,each,820.00,EUR,2026-11-29T08:00:00Z\n";
+        let rows = normalize(
+            PayloadFormat::CsvOffersV1,
+            CanonicalizationRule::BytesV1,
+            csv,
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].quantity, rows[0].price.as_str()), (6, "820.00"));
+        let negative = b"sku,quantity,unit,price,currency,observed_at\nAX-1,-2,each,1.00,EUR,2026-11-29T08:00:00Z\n";
+        let err = normalize(
+            PayloadFormat::CsvOffersV1,
+            CanonicalizationRule::BytesV1,
+            negative,
+        )
+        .unwrap_err();
+        assert_eq!(err.code, RejectCode::InvalidQuantity);
+    }
+
+    #[test]
+    fn unordered_rule_orders_rows_by_canonical_bytes() {
+        let a = ROW;
+        let b = ROW.replace("AX-440-R2", "BX-1");
+        let forward = normalize(
+            PayloadFormat::AcmeExportV1,
+            CanonicalizationRule::JsonUnorderedRowsV1,
+            &page(&format!("{a},{b}")),
+        )
+        .unwrap();
+        let reverse = normalize(
+            PayloadFormat::AcmeExportV1,
+            CanonicalizationRule::JsonUnorderedRowsV1,
+            &page(&format!("{b},{a}")),
+        )
+        .unwrap();
+        assert_eq!(forward, reverse);
+        let literal = normalize(
+            PayloadFormat::AcmeExportV1,
+            CanonicalizationRule::JsonV1,
+            &page(&format!("{b},{a}")),
+        )
+        .unwrap();
+        assert_eq!(literal[0].source_record, "BX-1");
+    }
+}

@@ -1,0 +1,511 @@
+//! The scheduled pull connector: one ingestion run per supplier export, every page enqueued as
+//! its own delivery (`{export_id}/{page}`, strength `source`, basis `export_page`).
+//!
+//! The run id is derived from the export (`run-{connector}.{export_id}`), so running the same
+//! export again — after a lost response, a timeout or a Lambda retry — resumes the same run, and
+//! the pages it enqueues again are replays of the same delivery keys (ingest stores them once).
+//! The run is recorded (pages requested, page count, deadline, credential reference) before any
+//! page is enqueued; a page that cannot be fetched after `max_attempts` is reported and not
+//! enqueued, so the run stays incomplete and the sweeper names the missing page.
+
+use crate::domain::connector::{ConnectorConfig, ConnectorConfigError, IdentityRule, PullSettings};
+use crate::domain::envelope::RunPage;
+use crate::domain::hashing::{hex, sha256_fields};
+use crate::domain::ids::{ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceDeliveryId};
+use crate::domain::model::{Run, RunStart, RunStatus};
+use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
+use crate::protocols::ports::{Clock, ConnectorDirectory, StoreError};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{info, warn, Instrument};
+
+/// An export with more pages than this is refused as garbage (`BadExport`).
+pub const MAX_EXPORT_PAGES: u32 = 10_000;
+/// A page body larger than this is refused by `HttpExportSource` (`FetchError::TooLarge`).
+pub const MAX_EXPORT_PAGE_BYTES: u64 = 16 * 1024 * 1024;
+/// First delay between two attempts at one page; it doubles after each failure.
+pub const INITIAL_BACKOFF: Duration = Duration::from_millis(100);
+/// Longest delay between two attempts at one page.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// The delivery identity basis of an export page.
+pub const EXPORT_PAGE_BASIS: &str = "export_page";
+
+/// Where runs are recorded. `start_run` MUST be idempotent: starting a run that is open keeps
+/// its committed pages; a run that is already `COMPLETE` or `INCOMPLETE` MUST be left untouched
+/// (not reopened) and reported `Closed` with its committed pages.
+#[async_trait]
+pub trait RunLedger: Send + Sync {
+    async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError>;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    /// The export answered with a status outside 2xx.
+    #[error("export answered HTTP {0}")]
+    Status(u16),
+    /// No answer: connection refused, timeout, TLS or protocol failure.
+    #[error("export request failed: {0}")]
+    Transport(String),
+    /// The page is larger than `MAX_EXPORT_PAGE_BYTES`.
+    #[error("export page is larger than {0} bytes")]
+    TooLarge(u64),
+}
+
+impl FetchError {
+    /// Whether another attempt may succeed: transport failures, 5xx, 408 and 429.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Status(code) => *code >= 500 || *code == 408 || *code == 429,
+            Self::Transport(_) => true,
+            Self::TooLarge(_) => false,
+        }
+    }
+}
+
+/// Reads one page of the supplier's current export.
+#[async_trait]
+pub trait ExportSource: Send + Sync {
+    /// The body of `GET {export_url}?page={page}`.
+    async fn fetch_page(&self, settings: &PullSettings, page: u32) -> Result<Vec<u8>, FetchError>;
+}
+
+/// `ExportSource` over HTTP(S) (ureq with rustls, run on the blocking pool). Sends no
+/// credential: `credential_ref` is recorded with the run, resolving it is the caller's concern.
+#[derive(Debug, Clone)]
+pub struct HttpExportSource {
+    agent: ureq::Agent,
+}
+
+impl HttpExportSource {
+    pub fn new() -> Self {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .user_agent("feedsafe-poller")
+            .build()
+            .new_agent();
+        Self { agent }
+    }
+}
+
+impl Default for HttpExportSource {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl ExportSource for HttpExportSource {
+    async fn fetch_page(&self, settings: &PullSettings, page: u32) -> Result<Vec<u8>, FetchError> {
+        let agent = self.agent.clone();
+        let url = settings.export_url.clone();
+        let timeout = Duration::from_millis(settings.page_timeout_ms.max(1));
+        tokio::task::spawn_blocking(move || {
+            let mut response = agent
+                .get(&url)
+                .query("page", page.to_string())
+                .config()
+                .timeout_global(Some(timeout))
+                .build()
+                .call()
+                .map_err(|e| FetchError::Transport(e.to_string()))?;
+            let status = response.status().as_u16();
+            if !(200..300).contains(&status) {
+                return Err(FetchError::Status(status));
+            }
+            response
+                .body_mut()
+                .with_config()
+                .limit(MAX_EXPORT_PAGE_BYTES)
+                .read_to_vec()
+                .map_err(|e| match e {
+                    ureq::Error::BodyExceedsLimit(_) => FetchError::TooLarge(MAX_EXPORT_PAGE_BYTES),
+                    other => FetchError::Transport(other.to_string()),
+                })
+        })
+        .await
+        .map_err(|e| FetchError::Transport(format!("fetch task failed: {e}")))?
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error("unknown connector {0}")]
+    UnknownConnector(ConnectorId),
+    #[error("connector {connector} is not a pull connector: {reason}")]
+    NotPullable {
+        connector: ConnectorId,
+        reason: &'static str,
+    },
+    /// Page 1 names the export; without it there is no run to start.
+    #[error("export page 1 could not be fetched after {attempts} attempt(s): {error}")]
+    FirstPage { attempts: u32, error: FetchError },
+    #[error("export page 1 is not a usable export: {0}")]
+    BadExport(String),
+    /// The stored connector breaks `ConnectorConfig::validate`: no run is started under it.
+    #[error("{0}")]
+    Misconfigured(#[from] ConnectorConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What one run of a pull connector did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullReport {
+    pub run_id: RunId,
+    pub export_id: String,
+    pub page_count: u32,
+    /// Pages handed to the ingest queue, in order.
+    pub enqueued: Vec<u32>,
+    /// Pages not enqueued, with the reason; the run stays incomplete until they are.
+    pub failed: Vec<(u32, String)>,
+    /// Set when the export's run was already settled: `COMPLETE` (nothing is enqueued again)
+    /// or `INCOMPLETE` (only its missing pages are fetched and enqueued; it stays INCOMPLETE
+    /// until they commit, which completes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_was: Option<RunStatus>,
+}
+
+/// The fields of an export page the poller reads; the rows are ingest's business.
+#[derive(Debug, Deserialize)]
+struct ExportHeader {
+    export_id: String,
+    #[serde(default)]
+    page: Option<u32>,
+    #[serde(default)]
+    page_count: Option<u32>,
+}
+
+fn header(body: &[u8]) -> Result<ExportHeader, String> {
+    serde_json::from_slice(body).map_err(|e| format!("not an export page: {e}"))
+}
+
+/// The run id of an export: `run-{connector}.{export_id}`, e.g. `run-acme-eu.EXP-8821`. A
+/// connector id never holds `.`, so the first `.` ends it (with `-` there, `acme` + `eu-X` and
+/// `acme-eu` + `X` named one run, and `start_run` would have handed it to the other connector).
+/// An export id that is empty, holds anything but ASCII letters, digits, `-` and `.`, or makes
+/// the id longer than 64 characters is named `{readable prefix}_{20 hex}` instead, the hex
+/// being sha256 over (connector, export id) as netstrings. A readable id has every `_` (from
+/// the connector) before a `.`; a digest id has none after its last `_`: the two never meet.
+pub fn run_id_for(connector: &ConnectorId, export_id: &str) -> RunId {
+    const DIGEST_HEX: usize = 20;
+    let readable = format!("run-{connector}.{export_id}");
+    let plain = !export_id.is_empty()
+        && export_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'));
+    if plain && readable.len() <= 64 {
+        if let Ok(id) = RunId::parse(&readable) {
+            return id;
+        }
+    }
+    let digest = hex(&sha256_fields(&[
+        b"run",
+        connector.as_str().as_bytes(),
+        export_id.as_bytes(),
+    ]));
+    let kept: String = readable
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64 - 1 - DIGEST_HEX)
+        .collect();
+    // ASCII letters, digits and `-_.` only, at most 64 of them: always a valid run id.
+    RunId::parse(&format!("{kept}_{}", &digest[..DIGEST_HEX]))
+        .unwrap_or_else(|_| unreachable!("a sanitized run id is valid"))
+}
+
+/// Delay before attempt `attempt + 1` after `attempt` failed (1-based): `initial * 2^(attempt-1)`,
+/// capped.
+pub fn backoff_delay(attempt: u32, initial: Duration, cap: Duration) -> Duration {
+    let factor = 1u32 << attempt.saturating_sub(1).min(16);
+    initial.saturating_mul(factor).min(cap)
+}
+
+pub struct PullService {
+    connectors: Arc<dyn ConnectorDirectory>,
+    ledger: Arc<dyn RunLedger>,
+    source: Arc<dyn ExportSource>,
+    queue: Arc<dyn DeliveryQueue>,
+    claims: Arc<dyn ClaimStore>,
+    clock: Arc<dyn Clock>,
+    initial_backoff: Duration,
+    max_backoff: Duration,
+}
+
+impl PullService {
+    pub fn new(
+        connectors: Arc<dyn ConnectorDirectory>,
+        ledger: Arc<dyn RunLedger>,
+        source: Arc<dyn ExportSource>,
+        queue: Arc<dyn DeliveryQueue>,
+        claims: Arc<dyn ClaimStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            connectors,
+            ledger,
+            source,
+            queue,
+            claims,
+            clock,
+            initial_backoff: INITIAL_BACKOFF,
+            max_backoff: MAX_BACKOFF,
+        }
+    }
+
+    /// Other retry delays (tests use milliseconds).
+    pub fn with_backoff(mut self, initial: Duration, cap: Duration) -> Self {
+        self.initial_backoff = initial;
+        self.max_backoff = cap;
+        self
+    }
+
+    /// Pulls the supplier's current export for `connector`: records the run, then enqueues every
+    /// page that could be fetched. Pages that could not are in `PullReport::failed`.
+    pub async fn run_connector(&self, connector: &ConnectorId) -> Result<PullReport, PullError> {
+        let config = self
+            .connectors
+            .connector(connector)
+            .await?
+            .ok_or_else(|| PullError::UnknownConnector(connector.clone()))?;
+        let settings = pull_settings(&config)?;
+
+        let first = self
+            .fetch_with_retries(settings, 1)
+            .await
+            .map_err(|(attempts, error)| {
+                warn!(connector = %connector, attempts, error = %error, "export page 1 unavailable");
+                PullError::FirstPage { attempts, error }
+            })?;
+        let (export_id, page_count) = first_page_header(&first)?;
+        let run_id = run_id_for(connector, &export_id);
+        let span = tracing::info_span!(
+            "pull_run",
+            connector = %connector,
+            run_id = %run_id,
+            export_id = %export_id
+        );
+        self.pull_export(&config, settings, run_id, export_id, page_count, first)
+            .instrument(span)
+            .await
+    }
+
+    async fn pull_export(
+        &self,
+        config: &ConnectorConfig,
+        settings: &PullSettings,
+        run_id: RunId,
+        export_id: String,
+        page_count: u32,
+        first: Vec<u8>,
+    ) -> Result<PullReport, PullError> {
+        let now = self.clock.now();
+        let deadline_seconds = i64::try_from(settings.run_deadline_seconds).unwrap_or(i64::MAX);
+        let run = Run {
+            run_id: run_id.clone(),
+            tenant: config.tenant.clone(),
+            connector: config.connector.clone(),
+            status: None,
+            credential_ref: Some(settings.credential_ref.clone()),
+            started_at: Some(now),
+            deadline: Some(now.unix_seconds().saturating_add(deadline_seconds)),
+            page_count: Some(page_count),
+            pages_seen: 0,
+            missing_pages: Vec::new(),
+            missing_count: 0,
+            completed_at: None,
+            updated_at: now,
+        };
+        let mut report = PullReport {
+            run_id,
+            export_id,
+            page_count,
+            enqueued: Vec::new(),
+            failed: Vec::new(),
+            run_was: None,
+        };
+        // A settled run is never reopened: a complete export is not enqueued again (each page
+        // would only replay), an incomplete one gets its missing pages only.
+        let wanted: Vec<u32> = match self.ledger.start_run(&run).await? {
+            RunStart::Open => {
+                info!(page_count, "run started");
+                (1..=page_count).collect()
+            }
+            RunStart::Closed { status, committed } => {
+                report.run_was = Some(status);
+                let missing: Vec<u32> = (1..=page_count)
+                    .filter(|p| !committed.contains(p))
+                    .collect();
+                info!(
+                    ?status,
+                    missing = missing.len(),
+                    "run already settled; only its missing pages are pulled"
+                );
+                if status == RunStatus::Complete {
+                    Vec::new()
+                } else {
+                    missing
+                }
+            }
+        };
+        let mut first = Some(first).filter(|_| wanted.first() == Some(&1));
+        for page in wanted {
+            let body = match first.take() {
+                Some(body) => body,
+                None => match self.fetch_with_retries(settings, page).await {
+                    Ok(body) => body,
+                    Err((attempts, error)) => {
+                        let reason = format!("{error} (after {attempts} attempt(s))");
+                        warn!(page, reason = %reason, "export page not enqueued");
+                        report.failed.push((page, reason));
+                        continue;
+                    }
+                },
+            };
+            match self.enqueue_page(config, &report, page, &body).await {
+                Ok(()) => report.enqueued.push(page),
+                Err(reason) => {
+                    warn!(page, reason = %reason, "export page not enqueued");
+                    report.failed.push((page, reason));
+                }
+            }
+        }
+        info!(
+            enqueued = report.enqueued.len(),
+            failed = report.failed.len(),
+            "run pages handed to the ingest queue"
+        );
+        Ok(report)
+    }
+
+    async fn enqueue_page(
+        &self,
+        config: &ConnectorConfig,
+        report: &PullReport,
+        page: u32,
+        body: &[u8],
+    ) -> Result<(), String> {
+        if page > 1 {
+            let found = header(body)?;
+            if found.export_id != report.export_id {
+                return Err(format!(
+                    "page belongs to export {:?}, not {:?}",
+                    found.export_id, report.export_id
+                ));
+            }
+            if found.page.is_some_and(|p| p != page) {
+                return Err(format!("page says it is page {:?}", found.page));
+            }
+        }
+        let id =
+            SourceDeliveryId::export_page(&report.export_id, page).map_err(|e| e.to_string())?;
+        let key = DeliveryKey::new(
+            config.tenant.clone(),
+            config.connector.clone(),
+            config.source_account.clone(),
+            id,
+            IdentityStrength::Source,
+        );
+        let run = RunPage {
+            run_id: report.run_id.clone(),
+            page,
+            page_count: Some(report.page_count),
+        };
+        let envelope = envelope_for(
+            &key,
+            EXPORT_PAGE_BASIS,
+            self.clock.now(),
+            "application/json",
+            Some(run),
+            body,
+            self.claims.as_ref(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        self.queue
+            .enqueue(&envelope)
+            .await
+            .map_err(|e| e.to_string())?;
+        info!(page, delivery_key = %key, "export page enqueued");
+        Ok(())
+    }
+
+    /// Fetches `page`, retrying retryable failures up to `max_attempts` in all. On failure,
+    /// the attempts made and the last error.
+    async fn fetch_with_retries(
+        &self,
+        settings: &PullSettings,
+        page: u32,
+    ) -> Result<Vec<u8>, (u32, FetchError)> {
+        let max_attempts = settings.max_attempts.max(1);
+        let mut attempt = 1;
+        loop {
+            match self.source.fetch_page(settings, page).await {
+                Ok(body) => return Ok(body),
+                Err(error) if attempt < max_attempts && error.is_retryable() => {
+                    let delay = backoff_delay(attempt, self.initial_backoff, self.max_backoff);
+                    warn!(page, attempt, error = %error, delay_ms = delay.as_millis() as u64, "export page fetch failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                Err(error) => return Err((attempt, error)),
+            }
+        }
+    }
+}
+
+fn pull_settings(config: &ConnectorConfig) -> Result<&PullSettings, PullError> {
+    let not_pullable = |reason| PullError::NotPullable {
+        connector: config.connector.clone(),
+        reason,
+    };
+    let settings = config
+        .pull
+        .as_ref()
+        .ok_or_else(|| not_pullable("it has no pull settings"))?;
+    if config.identity_rule != IdentityRule::ExportPage {
+        return Err(not_pullable("its identity rule is not export_page"));
+    }
+    config.validate()?;
+    Ok(settings)
+}
+
+/// The export id and page count named by page 1.
+fn first_page_header(body: &[u8]) -> Result<(String, u32), PullError> {
+    let found = header(body).map_err(PullError::BadExport)?;
+    if found.page.is_some_and(|p| p != 1) {
+        return Err(PullError::BadExport(format!(
+            "page 1 says it is page {:?}",
+            found.page
+        )));
+    }
+    let page_count = match found.page_count {
+        Some(count @ 1..=MAX_EXPORT_PAGES) => count,
+        other => {
+            return Err(PullError::BadExport(format!(
+                "page_count must be 1..={MAX_EXPORT_PAGES}, found {other:?}"
+            )))
+        }
+    };
+    if found.export_id.is_empty() {
+        return Err(PullError::BadExport("export_id is empty".into()));
+    }
+    // The longest identity of the export must be a valid source delivery id.
+    SourceDeliveryId::export_page(&found.export_id, page_count)
+        .map_err(|e| PullError::BadExport(format!("export_id: {e}")))?;
+    Ok((found.export_id, page_count))
+}
+
+/// In-memory fakes of the poller's ports, for unit tests here and in `crate::intake::drops`.
+#[cfg(test)]
+pub(crate) mod fakes;
+
+#[cfg(test)]
+mod tests;

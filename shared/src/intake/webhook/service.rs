@@ -1,0 +1,346 @@
+//! The webhook service: one request checked in a fixed order, its delivery identity, and the
+//! envelope on the ingest queue.
+
+use super::secrets::SigningSecrets;
+use super::signing::{timestamp_is_fresh, verify_signature, Verification};
+use crate::domain::connector::{ConnectorConfig, IdentityRule, PayloadFormat};
+use crate::domain::hashing::sha256_hex;
+use crate::domain::ids::{
+    ConnectorId, DeliveryKey, FallbackFields, IdentityStrength, SourceDeliveryId,
+};
+use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
+use crate::protocols::http::HttpResponse;
+use crate::protocols::ports::{Clock, ConnectorDirectory};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use tracing::{error, info, warn};
+
+/// Longest `content-type` header carried into the envelope (the envelope's own limit).
+const MAX_CONTENT_TYPE_LEN: usize = 128;
+
+/// One webhook request, independent of the transport.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookRequest {
+    /// The `{connector}` path segment, unvalidated.
+    pub connector: String,
+    /// Header names in lower case.
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl fmt::Debug for WebhookRequest {
+    // Headers carry the signature and the body is supplier data: neither is printed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookRequest")
+            .field("connector", &self.connector)
+            .field("body_bytes", &self.body.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A refusal: HTTP status, stable code and a message with no internals.
+struct Refusal {
+    status: u16,
+    code: &'static str,
+    message: &'static str,
+}
+
+const fn refuse(status: u16, code: &'static str, message: &'static str) -> Refusal {
+    Refusal {
+        status,
+        code,
+        message,
+    }
+}
+
+const UNAVAILABLE: Refusal = refuse(
+    503,
+    "unavailable",
+    "the delivery could not be accepted right now; retry later",
+);
+const INVALID_SIGNATURE: Refusal = refuse(
+    401,
+    "invalid_signature",
+    "webhook-id, webhook-timestamp and a valid v1 webhook-signature are required",
+);
+
+pub struct WebhookService {
+    connectors: Arc<dyn ConnectorDirectory>,
+    secrets: Arc<dyn SigningSecrets>,
+    queue: Arc<dyn DeliveryQueue>,
+    claims: Arc<dyn ClaimStore>,
+    clock: Arc<dyn Clock>,
+}
+
+/// The delivery identity chosen for a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    id: SourceDeliveryId,
+    strength: IdentityStrength,
+    basis: &'static str,
+}
+
+impl WebhookService {
+    pub fn new(
+        connectors: Arc<dyn ConnectorDirectory>,
+        secrets: Arc<dyn SigningSecrets>,
+        queue: Arc<dyn DeliveryQueue>,
+        claims: Arc<dyn ClaimStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            connectors,
+            secrets,
+            queue,
+            claims,
+            clock,
+        }
+    }
+
+    /// Verifies, identifies and enqueues one delivery. `202 {"delivery_key", "status":
+    /// "accepted"}` once the queue accepted it; otherwise `{"error": {"code", "message"}}`.
+    pub async fn handle(&self, request: WebhookRequest) -> HttpResponse {
+        let connector_label = ConnectorId::parse(&request.connector)
+            .map(|c| c.to_string())
+            .unwrap_or_else(|_| "<invalid>".to_owned());
+        match self.accept(&request).await {
+            Ok(key) => {
+                info!(connector = %connector_label, delivery_key = %key, outcome = "accepted", "webhook accepted");
+                HttpResponse::json(
+                    202,
+                    &json!({"delivery_key": key.as_string(), "status": "accepted"}),
+                )
+            }
+            Err(refusal) => {
+                if refusal.status >= 500 {
+                    warn!(connector = %connector_label, outcome = refusal.code, "webhook not accepted");
+                } else {
+                    info!(connector = %connector_label, outcome = refusal.code, "webhook refused");
+                }
+                HttpResponse::error(refusal.status, refusal.code, refusal.message)
+            }
+        }
+    }
+
+    async fn accept(&self, request: &WebhookRequest) -> Result<DeliveryKey, Refusal> {
+        const UNKNOWN: Refusal = refuse(404, "unknown_connector", "no such webhook connector");
+        let connector_id = ConnectorId::parse(&request.connector).map_err(|_| UNKNOWN)?;
+        let config = match self.connectors.connector(&connector_id).await {
+            Ok(Some(config)) => config,
+            Ok(None) => return Err(UNKNOWN),
+            Err(e) => {
+                error!(connector = %connector_id, error = %e, "connector lookup failed");
+                return Err(UNAVAILABLE);
+            }
+        };
+        // A stored configuration that `validate` refuses (e.g. max_body_bytes 0) would turn
+        // every delivery into a final 4xx; a 503 keeps the supplier retrying until it is fixed.
+        if let Err(invalid) = config.validate() {
+            error!(connector = %connector_id, error = %invalid, "stored connector configuration is invalid");
+            return Err(UNAVAILABLE);
+        }
+
+        if request.body.len() as u64 > config.max_body_bytes {
+            return Err(refuse(
+                413,
+                "payload_too_large",
+                "the body exceeds the connector's size limit",
+            ));
+        }
+
+        let header = |name: &str| {
+            request
+                .headers
+                .get(name)
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+        };
+        let (Some(webhook_id), Some(timestamp), Some(signature)) = (
+            header("webhook-id"),
+            header("webhook-timestamp"),
+            header("webhook-signature"),
+        ) else {
+            return Err(INVALID_SIGNATURE);
+        };
+
+        const STALE: Refusal = refuse(
+            401,
+            "stale_timestamp",
+            "webhook-timestamp must be unix seconds within 5 minutes of now",
+        );
+        let now = self.clock.now();
+        if !timestamp_is_fresh(timestamp, now.unix_seconds()) {
+            return Err(STALE);
+        }
+        let sent_at: i64 = timestamp.parse().map_err(|_| STALE)?;
+
+        let secrets = self
+            .secrets
+            .active_secrets(&connector_id)
+            .await
+            .map_err(|e| {
+                // StoreError messages name the secret, never its value.
+                error!(connector = %connector_id, error = %e, "signing secrets unavailable");
+                UNAVAILABLE
+            })?;
+        if secrets.is_empty() {
+            warn!(connector = %connector_id, "connector has no active signing secret");
+        }
+        match verify_signature(
+            &secrets,
+            webhook_id,
+            timestamp,
+            signature,
+            &request.body,
+            now.unix_seconds(),
+        ) {
+            Verification::Valid => {}
+            Verification::Stale => return Err(STALE),
+            Verification::InvalidSignature => return Err(INVALID_SIGNATURE),
+        }
+
+        let content_type = header("content-type").unwrap_or_default();
+        let document = if is_json_format(config.payload_format) {
+            if !is_json_content_type(content_type) {
+                return Err(refuse(
+                    400,
+                    "invalid_payload",
+                    "content-type must be application/json or application/*+json",
+                ));
+            }
+            let document: Value = serde_json::from_slice(&request.body)
+                .map_err(|_| refuse(400, "invalid_payload", "the body is not valid JSON"))?;
+            Some(document)
+        } else {
+            if !is_envelope_content_type(content_type) {
+                return Err(refuse(
+                    400,
+                    "invalid_payload",
+                    "a content-type header of at most 128 printable characters is required",
+                ));
+            }
+            None
+        };
+
+        let identity = identify(
+            &config,
+            webhook_id,
+            sent_at,
+            document.as_ref(),
+            &request.body,
+        );
+        let key = DeliveryKey::new(
+            config.tenant.clone(),
+            config.connector.clone(),
+            config.source_account.clone(),
+            identity.id,
+            identity.strength,
+        );
+        let envelope = envelope_for(
+            &key,
+            identity.basis,
+            now,
+            content_type,
+            None,
+            &request.body,
+            self.claims.as_ref(),
+        )
+        .await
+        .map_err(|e| {
+            error!(connector = %connector_id, delivery_key = %key, error = %e, "claim check failed");
+            UNAVAILABLE
+        })?;
+        self.queue.enqueue(&envelope).await.map_err(|e| {
+            error!(connector = %connector_id, delivery_key = %key, error = %e, "enqueue failed");
+            UNAVAILABLE
+        })?;
+        Ok(key)
+    }
+}
+
+/// Formats whose bodies must be JSON (checked here, so a malformed one is refused at the door).
+fn is_json_format(format: PayloadFormat) -> bool {
+    match format {
+        PayloadFormat::AcmeExportV1 | PayloadFormat::CloudEventsOffersV1 => true,
+        PayloadFormat::CsvOffersV1 => false,
+    }
+}
+
+/// Printable ASCII and short enough to travel in the envelope.
+fn is_envelope_content_type(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_CONTENT_TYPE_LEN
+        && value.chars().all(|c| c.is_ascii_graphic() || c == ' ')
+}
+
+/// `application/json` or `application/*+json`, parameters allowed.
+fn is_json_content_type(value: &str) -> bool {
+    if !is_envelope_content_type(value) {
+        return false;
+    }
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match essence.strip_prefix("application/") {
+        Some("json") => true,
+        Some(subtype) => subtype
+            .strip_suffix("+json")
+            .is_some_and(|name| !name.is_empty() && !name.contains('/')),
+        None => false,
+    }
+}
+
+/// The strongest identity the request gives: CloudEvents `source` + `id` (unless the connector
+/// names deliveries by `webhook-id` only), then the `webhook-id` header, then the fallback over
+/// (source account, endpoint, no page cursor, `webhook-timestamp`, payload sha256).
+fn identify(
+    config: &ConnectorConfig,
+    webhook_id: &str,
+    sent_at: i64,
+    document: Option<&Value>,
+    body: &[u8],
+) -> Identity {
+    if config.identity_rule != IdentityRule::WebhookId {
+        if let Some((source, id)) = document.and_then(cloud_event_id) {
+            return Identity {
+                id: SourceDeliveryId::cloud_event(source, id),
+                strength: IdentityStrength::Source,
+                basis: "cloudevents",
+            };
+        }
+    }
+    if let Ok(id) = SourceDeliveryId::parse(webhook_id) {
+        return Identity {
+            id,
+            strength: IdentityStrength::Source,
+            basis: "webhook_id",
+        };
+    }
+    let endpoint = format!("/v1/webhooks/{}", config.connector);
+    Identity {
+        id: SourceDeliveryId::fallback(&FallbackFields {
+            source_account: config.source_account.as_str(),
+            endpoint: &endpoint,
+            page_cursor: "",
+            // The parsed value, so `+1796025600` and `1796025600` name the same instant.
+            source_timestamp: &sent_at.to_string(),
+            payload_sha256: &sha256_hex(body),
+        }),
+        strength: IdentityStrength::Fallback,
+        basis: "fallback",
+    }
+}
+
+/// `source` and `id` of a CloudEvents structured-mode document (`specversion` present).
+fn cloud_event_id(document: &Value) -> Option<(&str, &str)> {
+    let object = document.as_object()?;
+    object.get("specversion")?;
+    let source = object.get("source")?.as_str().filter(|s| !s.is_empty())?;
+    let id = object.get("id")?.as_str().filter(|s| !s.is_empty())?;
+    Some((source, id))
+}

@@ -1,0 +1,108 @@
+//! EventBridge schedules -> the poller function (one connector's pull run) and the sweeper
+//! function (runs past their deadline, identity corrections due to settle).
+
+use crate::domain::ids::ConnectorId;
+use crate::protocols::ports::StoreError;
+use tracing::info;
+
+/// Why the poller function's invocation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PullScheduleError {
+    #[error(r#"the event must be {{"connector": "<connector id>"}}"#)]
+    NoConnector,
+    #[error(transparent)]
+    InvalidConnector(#[from] crate::domain::ids::IdError),
+    #[error(transparent)]
+    Pull(#[from] crate::intake::poller::PullError),
+}
+
+/// The connector an EventBridge schedule names: its input is `{"connector": "acme-eu"}`.
+pub fn scheduled_connector(event: &serde_json::Value) -> Result<ConnectorId, PullScheduleError> {
+    let text = event
+        .get("connector")
+        .and_then(serde_json::Value::as_str)
+        .ok_or(PullScheduleError::NoConnector)?;
+    Ok(ConnectorId::parse(text)?)
+}
+
+/// The poller function: pulls the scheduled connector's current export and enqueues every page.
+/// An unknown or non-pull connector, an unreadable first page or an unavailable run ledger fail
+/// the invocation.
+pub async fn handle_pull_schedule(
+    service: &crate::intake::poller::PullService,
+    event: &serde_json::Value,
+) -> Result<crate::intake::poller::PullReport, PullScheduleError> {
+    let connector = scheduled_connector(event)?;
+    let report = service.run_connector(&connector).await?;
+    info!(
+        connector = %connector,
+        run_id = %report.run_id,
+        export_id = %report.export_id,
+        enqueued = report.enqueued.len(),
+        failed = report.failed.len(),
+        "pull finished"
+    );
+    Ok(report)
+}
+
+/// Why the sweeper function's invocation failed (a store failure fails it, so that it is
+/// visible and retried).
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error(transparent)]
+    Runs(#[from] StoreError),
+    #[error(transparent)]
+    Corrections(#[from] crate::protocols::corrections::CorrectionError),
+}
+
+/// What one sweep settled.
+#[derive(Debug)]
+pub struct SweepReport {
+    /// The runs past their deadline at `now`, as the sweep left them.
+    pub runs: Vec<crate::domain::model::Run>,
+    /// Identity corrections whose settling was due and is now done.
+    pub corrections: usize,
+}
+
+/// The sweeper function (its scheduled event's payload is ignored): settles the runs past their
+/// deadline at `now` and completes the identity corrections whose settling is due.
+pub async fn handle_sweep_schedule(
+    store: &crate::aws::dynamo::DynamoEvidenceStore,
+    corrections: &crate::protocols::corrections::CorrectionService,
+    now: crate::domain::timestamp::Timestamp,
+) -> Result<SweepReport, SweepError> {
+    let runs = store.sweep_runs(now).await?;
+    let corrections = corrections.settle_due().await?;
+    info!(
+        runs = runs.len(),
+        corrections = corrections,
+        "sweep finished"
+    );
+    Ok(SweepReport { runs, corrections })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_poller_schedule_names_its_connector() {
+        use super::{scheduled_connector, PullScheduleError};
+        let named = scheduled_connector(&serde_json::json!({"connector": "acme-eu"}));
+        assert_eq!(named.expect("a connector").as_str(), "acme-eu");
+        for event in [
+            serde_json::json!({}),
+            serde_json::json!({"connector": 7}),
+            serde_json::json!("acme-eu"),
+        ] {
+            let refused = scheduled_connector(&event).expect_err("no connector named");
+            assert!(matches!(refused, PullScheduleError::NoConnector), "{event}");
+            assert_eq!(
+                refused.to_string(),
+                r#"the event must be {"connector": "<connector id>"}"#
+            );
+        }
+        assert!(matches!(
+            scheduled_connector(&serde_json::json!({"connector": "Not A Connector"})),
+            Err(PullScheduleError::InvalidConnector(_))
+        ));
+    }
+}

@@ -1,0 +1,84 @@
+//! The raw bucket as operators and auditors reach it: reads and short-lived presigned links.
+
+use super::PRESIGN_SECONDS;
+use crate::aws::s3::S3ArtifactStore;
+use crate::domain::timestamp::Timestamp;
+use crate::protocols::ports::{ArtifactError, ArtifactStore};
+use std::time::Duration;
+
+/// Reads and presigned links on the raw bucket. The ops function's role may read objects;
+/// links are signed with its credentials and expire after `PRESIGN_SECONDS`.
+#[derive(Clone, Debug)]
+pub struct RawArchive {
+    client: aws_sdk_s3::Client,
+    store: S3ArtifactStore,
+}
+
+/// The parts of an archived object's metadata a new delivery envelope needs.
+#[derive(Debug, Clone)]
+pub struct ArchivedObject {
+    pub size: u64,
+    pub content_type: Option<String>,
+    pub version_id: Option<String>,
+    pub retrieved_at: Option<Timestamp>,
+}
+
+impl RawArchive {
+    pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
+        let bucket = bucket.into();
+        Self {
+            store: S3ArtifactStore::new(client.clone(), bucket),
+            client,
+        }
+    }
+
+    pub fn bucket(&self) -> &str {
+        self.store.bucket()
+    }
+
+    /// Reads an object, refusing objects larger than `limit`.
+    pub async fn read(&self, key: &str, limit: u64) -> Result<Vec<u8>, ArtifactError> {
+        self.store.fetch(self.bucket(), key, None, limit).await
+    }
+
+    /// Size, content type, version and `retrieved-at` metadata of an object; `None` if absent.
+    pub async fn head(&self, key: &str) -> Result<Option<ArchivedObject>, ArtifactError> {
+        match self
+            .client
+            .head_object()
+            .bucket(self.bucket())
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(Some(ArchivedObject {
+                size: out.content_length().unwrap_or(0).max(0) as u64,
+                content_type: out.content_type().map(str::to_owned),
+                version_id: out.version_id().map(str::to_owned),
+                retrieved_at: out
+                    .metadata()
+                    .and_then(|m| m.get("retrieved-at"))
+                    .and_then(|t| Timestamp::parse(t).ok()),
+            })),
+            Err(e) if e.raw_response().map(|r| r.status().as_u16()) == Some(404) => Ok(None),
+            Err(e) => Err(ArtifactError::Unavailable(
+                anyhow::Error::new(e).context("head raw artifact"),
+            )),
+        }
+    }
+
+    /// A presigned `GET` for `key`, valid for `PRESIGN_SECONDS`.
+    pub async fn presign(&self, key: &str) -> Result<String, anyhow::Error> {
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(Duration::from_secs(
+            PRESIGN_SECONDS,
+        ))?;
+        let request = self
+            .client
+            .get_object()
+            .bucket(self.bucket())
+            .key(key)
+            .presigned(config)
+            .await?;
+        Ok(request.uri().to_owned())
+    }
+}

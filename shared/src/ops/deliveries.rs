@@ -1,0 +1,174 @@
+//! Deliveries, runs (and starting a pull run) and links to raw artifacts.
+
+use super::{to_json, OpsError, OpsResult, OpsService, PRESIGN_SECONDS};
+use crate::domain::ids::{ObservationId, RunId};
+use crate::intake::poller::PullError;
+use crate::protocols::projection::EvidenceReads;
+use crate::protocols::query::Principal;
+use serde_json::{json, Value};
+use tracing::warn;
+
+impl OpsService {
+    /// `GET /v1/deliveries/{key}`.
+    pub(super) async fn delivery(&self, principal: &Principal, key: &str) -> OpsResult {
+        let not_found = || OpsError::NotFound(format!("delivery {key} not found"));
+        if !Self::owns_key(principal, key) {
+            return Err(not_found());
+        }
+        let record = self.evidence.replay_record(key).await?;
+        let quarantine = self.quarantine_of_key(&principal.tenant, key).await?;
+        let body = match record {
+            Some(record) if record.tenant == principal.tenant => {
+                let mut body = to_json(&record);
+                body["artifact"] = json!({
+                    "key": record.artifact_key,
+                    "sha256": record.payload_sha256,
+                });
+                body["quarantine"] = Value::Array(quarantine);
+                body
+            }
+            Some(_) => return Err(not_found()),
+            // The record expired and TTL deleted it, yet entries under the key remain.
+            None if !quarantine.is_empty() => json!({
+                "delivery_key": key,
+                "state": null,
+                "note": "no replay record under this key (never stored, or deleted after its dedup horizon)",
+                "quarantine": quarantine,
+            }),
+            None => return Err(not_found()),
+        };
+        Ok((200, body))
+    }
+
+    pub(super) async fn artifact_link(&self, key: &str, sha256: &str, of: Value) -> OpsResult {
+        let url = self.archive.presign(key).await.map_err(OpsError::archive)?;
+        Ok((
+            200,
+            json!({
+                "artifact_key": key,
+                "sha256": sha256,
+                "url": url,
+                "method": "GET",
+                "expires_in_seconds": PRESIGN_SECONDS,
+                "of": of,
+            }),
+        ))
+    }
+
+    pub(super) async fn delivery_artifact(&self, principal: &Principal, key: &str) -> OpsResult {
+        let not_found = || OpsError::NotFound(format!("delivery {key} not found"));
+        if !Self::owns_key(principal, key) {
+            return Err(not_found());
+        }
+        let record = self
+            .evidence
+            .replay_record(key)
+            .await?
+            .filter(|r| r.tenant == principal.tenant)
+            .ok_or_else(not_found)?;
+        self.artifact_link(
+            &record.artifact_key,
+            &record.payload_sha256,
+            json!({"delivery_key": key}),
+        )
+        .await
+    }
+
+    pub(super) async fn observation_artifact(&self, principal: &Principal, id: &str) -> OpsResult {
+        let not_found = || OpsError::NotFound(format!("observation {id} not found"));
+        let id = ObservationId::parse(id).map_err(|_| not_found())?;
+        let observation = self
+            .evidence
+            .observation(id.as_str())
+            .await?
+            .filter(|o| o.tenant == principal.tenant)
+            .ok_or_else(not_found)?;
+        self.artifact_link(
+            &observation.artifact_key,
+            &observation.artifact_sha256,
+            json!({"observation_id": id, "delivery_key": observation.delivery_key}),
+        )
+        .await
+    }
+
+    pub(super) async fn quarantine_artifact(&self, principal: &Principal, id: &str) -> OpsResult {
+        let (entry, _) = self.entry(principal, id).await?;
+        self.artifact_link(
+            &entry.evidence_key,
+            &entry.evidence_sha256,
+            json!({"quarantine_id": id}),
+        )
+        .await
+    }
+
+    /// `GET /v1/artifacts/{x}`: an observation id, a quarantine id or a delivery key.
+    pub(super) async fn artifact(&self, principal: &Principal, target: &str) -> OpsResult {
+        if ObservationId::parse(target).is_ok() {
+            return self.observation_artifact(principal, target).await;
+        }
+        if !target.contains('/') && (target.starts_with("q_") || target.starts_with("r_")) {
+            return self.quarantine_artifact(principal, target).await;
+        }
+        self.delivery_artifact(principal, target).await
+    }
+
+    /// `GET /v1/runs/{run_id}`: the run, the pages it requested, committed and misses, and the
+    /// delivery that committed each page (from the page records).
+    pub(super) async fn run(&self, principal: &Principal, run_id: &str) -> OpsResult {
+        let not_found = || OpsError::NotFound(format!("run {run_id} not found"));
+        let id = RunId::parse(run_id).map_err(|_| not_found())?;
+        let run = EvidenceReads::run(self.evidence.as_ref(), id.as_str())
+            .await?
+            .filter(|r| r.tenant == principal.tenant)
+            .ok_or_else(not_found)?;
+        let pages = self.evidence.run_pages(id.as_str()).await?;
+        let mut body = to_json(&run);
+        body["pages_requested"] = json!(match (run.status, run.page_count) {
+            (Some(_), Some(count)) => (1..=count).collect::<Vec<u32>>(),
+            _ => Vec::new(),
+        });
+        body["pages_committed"] = json!(pages.committed());
+        body["pages_missing"] = json!(pages.missing(run.page_count));
+        body["all_pages_committed"] = json!(pages.all_committed(run.page_count));
+        body["delivery_keys"] = json!(pages
+            .pages
+            .iter()
+            .map(|p| p.delivery_key.as_str())
+            .collect::<Vec<_>>());
+        Ok((200, body))
+    }
+
+    /// `POST /v1/connectors/{id}/runs`: ingestion authority, operators only.
+    pub(super) async fn start_run(&self, principal: &Principal, connector: &str) -> OpsResult {
+        let config = self.tenant_connector(principal, connector).await?;
+        let Some(pull) = &self.pull else {
+            return Err(OpsError::Unavailable {
+                public: "pull runs cannot be started here",
+                internal: "no PullService wired into the ops service".into(),
+            });
+        };
+        match pull.run_connector(&config.connector).await {
+            Ok(report) => Ok((202, to_json(&report))),
+            Err(PullError::UnknownConnector(id)) => {
+                Err(OpsError::UnknownConnector(format!("no connector {id:?}")))
+            }
+            Err(e @ (PullError::NotPullable { .. } | PullError::Misconfigured(_))) => {
+                Err(OpsError::Invalid(e.to_string()))
+            }
+            Err(PullError::FirstPage { attempts, error }) => {
+                warn!(connector = %config.connector, attempts, error = %error, "export page 1 unavailable");
+                Err(OpsError::SupplierUnavailable(format!(
+                    "the supplier's export page 1 could not be fetched after {attempts} attempt(s); no run was started"
+                )))
+            }
+            Err(PullError::BadExport(detail)) => {
+                warn!(connector = %config.connector, detail = %detail, "unusable export");
+                Err(OpsError::SupplierUnavailable(
+                    "the supplier's export page 1 is not a usable export; no run was started"
+                        .into(),
+                ))
+            }
+            Err(PullError::Store(e)) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,726 @@
+//! The ingest protocol (DESIGN.md section 5): one delivery key yields at most one set of
+//! observations, each traceable to a verified raw artifact, whatever fails in between.
+//!
+//! Order of work for one message:
+//! 1. parse the envelope, find the connector, load and validate the body (refusals are final);
+//! 2. fingerprint under the connector's rule and write the raw artifact (`If-None-Match: *`);
+//! 3. a new artifact means a fresh delivery: transact the replay record with the observations;
+//!    an existing one means a likely replay: count the attempt on the replay record and answer
+//!    from it. A failed transaction condition carries the record that won, and is answered
+//!    the same way;
+//! 4. more than 98 rows are stored in chunks under a `PENDING` record, flipped to `COMMITTED`
+//!    by the last chunk; any later attempt resumes where the record says it stopped.
+//!
+//! Files: the service and its steps here, `outcome` (what one message answers), `keys` (the
+//! deterministic names and chunk plans), `refusals` (mismatches quarantined, unusable input
+//! rejected).
+
+mod keys;
+mod outcome;
+mod refusals;
+
+pub(crate) use keys::attempt_nonce;
+use keys::transaction_token;
+pub use keys::{artifact_key, chunk_plan, fingerprint_of, rejected_key};
+pub use outcome::{
+    DeliveryResult, IngestError, IngestOutcome, MismatchReport, RejectReport, MISMATCH_CODE,
+};
+
+use crate::domain::connector::ConnectorConfig;
+use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
+use crate::domain::fingerprint::Fingerprint;
+use crate::domain::hashing::{base64_decode, hex, sha256};
+use crate::domain::ids::{DeliveryKey, ObservationId};
+use crate::domain::model::{
+    CommitMarker, CorrectionRules, DedupConfidence, Observation, PriorEpoch, ReplayRecord,
+    ReplayState, RunPageUpdate, SourceRef, CLAIM_SOURCE_REPORTED, VERIFICATION_UNVERIFIED,
+};
+use crate::domain::normalize::{normalize, NormalizedRow};
+use crate::domain::reject::{RejectCode, Rejection};
+use crate::domain::timestamp::Timestamp;
+use crate::protocols::ports::{
+    ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite, AttemptProbe, ChunkOutcome,
+    ChunkWrite, Clock, ConnectorDirectory, CrashPoint, EvidenceStore, Faults, ReplacedRecord,
+    ReplayAction, StoreError,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{error, field, info, warn, Instrument};
+
+/// Bound on probe/transaction rounds for one message before it is handed back to the queue.
+const MAX_ROUNDS: u32 = 40;
+
+enum Failure {
+    Refused(Rejection),
+    Transient(IngestError),
+}
+
+impl From<IngestError> for Failure {
+    fn from(e: IngestError) -> Self {
+        Self::Transient(e)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Self::Transient(e.into())
+    }
+}
+
+impl From<ArtifactError> for Failure {
+    fn from(e: ArtifactError) -> Self {
+        Self::Transient(e.into())
+    }
+}
+
+#[derive(Clone)]
+pub struct IngestService {
+    store: Arc<dyn EvidenceStore>,
+    artifacts: Arc<dyn ArtifactStore>,
+    connectors: Arc<dyn ConnectorDirectory>,
+    clock: Arc<dyn Clock>,
+    faults: Arc<dyn Faults>,
+}
+
+/// Everything known about the message being ingested.
+struct Delivery {
+    envelope: DeliveryEnvelope,
+    connector: ConnectorConfig,
+    key: DeliveryKey,
+    key_text: String,
+    body: Vec<u8>,
+    payload_sha256: String,
+    artifact_key: String,
+    /// Fingerprint and rows under the connector's current rule.
+    fingerprint: Fingerprint,
+    rows: Vec<NormalizedRow>,
+    now: Timestamp,
+    /// Per-attempt randomness for transaction tokens.
+    nonce: u64,
+    /// The source's identity rules, read once, when observations are first built.
+    rules: tokio::sync::OnceCell<CorrectionRules>,
+}
+
+enum Step {
+    Probe(Fingerprint),
+    /// Store as new: over nothing, or over the given expired record (its next epoch).
+    Fresh(Option<ReplayRecord>),
+    /// Observation ids of this epoch are taken although no record exists: find a free epoch.
+    FindEpoch(u32),
+    /// Store as new in this epoch, beyond the horizon of a record TTL already deleted.
+    FreshAfterDeletedRecord(u32),
+    Resume(ReplayRecord),
+    Backoff,
+    Done(IngestOutcome),
+}
+
+impl IngestService {
+    pub fn new(
+        store: Arc<dyn EvidenceStore>,
+        artifacts: Arc<dyn ArtifactStore>,
+        connectors: Arc<dyn ConnectorDirectory>,
+        clock: Arc<dyn Clock>,
+        faults: Arc<dyn Faults>,
+    ) -> Self {
+        Self {
+            store,
+            artifacts,
+            connectors,
+            clock,
+            faults,
+        }
+    }
+
+    fn crash_point(&self, point: CrashPoint) -> Result<(), IngestError> {
+        if self.faults.crash_at(point) {
+            return Err(IngestError::InjectedCrash(point));
+        }
+        Ok(())
+    }
+
+    /// Ingests one queue message body. `Ok` means acknowledge it; `Err` means let it be retried.
+    pub async fn ingest_message(&self, message: &[u8]) -> Result<IngestOutcome, IngestError> {
+        let envelope = match DeliveryEnvelope::parse(message) {
+            Ok(envelope) => envelope,
+            Err(rejection) => return self.reject(message, None, rejection).await,
+        };
+        let span = tracing::info_span!(
+            "delivery",
+            tenant = %envelope.tenant,
+            connector = %envelope.connector,
+            delivery_key = %envelope.delivery_key(),
+            run_id = field::display(envelope.run.as_ref().map(|r| r.run_id.as_str()).unwrap_or("-")),
+            fingerprint = field::Empty,
+        );
+        async {
+            match self.ingest_envelope(&envelope).await {
+                Ok(outcome) => Ok(outcome),
+                Err(Failure::Refused(rejection)) => {
+                    self.reject(message, Some(&envelope), rejection).await
+                }
+                Err(Failure::Transient(error)) => Err(error),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn ingest_envelope(&self, envelope: &DeliveryEnvelope) -> Result<IngestOutcome, Failure> {
+        let delivery = self.prepare(envelope).await?;
+        tracing::Span::current().record("fingerprint", field::display(&delivery.fingerprint));
+        self.crash_point(CrashPoint::BeforeArtifact)?;
+        let digest = sha256(&delivery.body);
+        let meta = ArtifactMeta {
+            content_type: envelope.content_type.clone(),
+            delivery_key: Some(delivery.key_text.clone()),
+            retrieved_at: envelope.retrieved_at,
+        };
+        let written = self
+            .artifacts
+            .put_verified(&delivery.artifact_key, &delivery.body, &digest, &meta)
+            .await?;
+        self.crash_point(CrashPoint::AfterArtifact)?;
+        // A new object is a fresh delivery (or a changed payload under an old key): go straight
+        // to the transaction. An existing one means this payload came before: ask the record.
+        let first = match written {
+            ArtifactWrite::Created => Step::Fresh(None),
+            ArtifactWrite::AlreadyStored => Step::Probe(delivery.fingerprint.clone()),
+        };
+        let verified = written == ArtifactWrite::Created;
+        Ok(self.settle(&delivery, first, verified).await?)
+    }
+
+    /// Connector, body and rows: everything that can refuse the message, before anything is written.
+    async fn prepare(&self, envelope: &DeliveryEnvelope) -> Result<Delivery, Failure> {
+        let connector = self
+            .connectors
+            .connector(&envelope.connector)
+            .await?
+            .ok_or_else(|| {
+                Failure::Refused(Rejection::new(
+                    RejectCode::UnknownConnector,
+                    format!(
+                        "connector {:?} is not configured",
+                        envelope.connector.as_str()
+                    ),
+                ))
+            })?;
+        if connector.tenant != envelope.tenant
+            || connector.source_account != envelope.source_account
+        {
+            return Err(Failure::Refused(Rejection::new(
+                RejectCode::UnknownConnector,
+                format!(
+                    "connector {:?} is not configured for tenant {:?} and source account {:?}",
+                    envelope.connector.as_str(),
+                    envelope.tenant.as_str(),
+                    envelope.source_account.as_str()
+                ),
+            )));
+        }
+        // After the ownership check (a refusal that holds whatever the settings say), before
+        // any setting is used: the horizon and the size limit of an invalid connector are
+        // never applied.
+        if let Err(invalid) = connector.validate() {
+            error!(error = %invalid, "stored connector configuration is invalid; delivery left for retry");
+            return Err(Failure::Transient(invalid.into()));
+        }
+        let body = self.load_body(envelope, &connector).await?;
+        let rows = normalize(connector.payload_format, connector.canonicalization, &body)
+            .map_err(Failure::Refused)?;
+        let fingerprint =
+            fingerprint_of(connector.canonicalization, connector.payload_format, &body)
+                .map_err(Failure::Refused)?;
+        let key = envelope.delivery_key();
+        let key_text = key.as_string();
+        let payload_sha256 = hex(&sha256(&body));
+        let artifact_key = artifact_key(&key, &payload_sha256);
+        Ok(Delivery {
+            envelope: envelope.clone(),
+            connector,
+            key,
+            key_text,
+            body,
+            payload_sha256,
+            artifact_key,
+            fingerprint,
+            rows,
+            now: self.clock.now(),
+            nonce: attempt_nonce(),
+            rules: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    async fn load_body(
+        &self,
+        envelope: &DeliveryEnvelope,
+        connector: &ConnectorConfig,
+    ) -> Result<Vec<u8>, Failure> {
+        let limit = connector.max_body_bytes;
+        let too_large = |size: u64| {
+            Failure::Refused(Rejection::new(
+                RejectCode::PayloadTooLarge,
+                format!("body of {size} bytes exceeds the connector's limit of {limit} bytes"),
+            ))
+        };
+        match &envelope.body {
+            BodyRef::Inline { base64 } => {
+                let body = base64_decode(base64).ok_or_else(|| {
+                    Failure::Refused(Rejection::new(
+                        RejectCode::InvalidEnvelope,
+                        "body.inline.base64 is not valid base64",
+                    ))
+                })?;
+                if body.len() as u64 > limit {
+                    return Err(too_large(body.len() as u64));
+                }
+                Ok(body)
+            }
+            BodyRef::S3 {
+                bucket,
+                key,
+                version_id,
+                size,
+            } => {
+                if *size > limit {
+                    return Err(too_large(*size));
+                }
+                match self
+                    .artifacts
+                    .fetch(bucket, key, version_id.as_deref(), limit)
+                    .await
+                {
+                    Ok(body) => Ok(body),
+                    Err(ArtifactError::TooLarge { size, .. }) => Err(too_large(size)),
+                    Err(other) => Err(other.into()),
+                }
+            }
+        }
+    }
+
+    /// Drives the delivery to a final outcome, starting from `first`.
+    async fn settle(
+        &self,
+        d: &Delivery,
+        first: Step,
+        mut verified: bool,
+    ) -> Result<IngestOutcome, IngestError> {
+        let mut step = first;
+        let mut round = 0;
+        // One attempt per message: once this message is counted on the record (by a probe, or
+        // by creating the record with `attempts: 1`), later probes only look.
+        let mut counted = false;
+        loop {
+            round += 1;
+            if round > MAX_ROUNDS {
+                warn!("delivery stayed contended; handing it back to the queue");
+                return Err(IngestError::Contended(d.key_text.clone()));
+            }
+            step = match step {
+                Step::Done(outcome) => return Ok(outcome),
+                Step::Probe(expected) => match self
+                    .store
+                    .record_attempt(&d.key_text, &expected, !counted, d.now)
+                    .await?
+                {
+                    AttemptProbe::Absent => Step::Fresh(None),
+                    AttemptProbe::Contended => Step::Backoff,
+                    AttemptProbe::Expired(old) => Step::Fresh(Some(old)),
+                    // A committed record points at an artifact verified before it committed.
+                    AttemptProbe::Matches(record) => {
+                        counted = true;
+                        match record.state {
+                            ReplayState::Committed => {
+                                info!(
+                                    attempts = record.attempts,
+                                    "replayed: stored result returned"
+                                );
+                                Step::Done(IngestOutcome::Replayed(DeliveryResult::of(&record)))
+                            }
+                            ReplayState::Pending => Step::Resume(record),
+                        }
+                    }
+                    AttemptProbe::Differs(record) => {
+                        let received = self.received_fingerprint(d, &record);
+                        if received == record.fingerprint {
+                            // Same payload under the rule recorded with the original.
+                            Step::Probe(received)
+                        } else {
+                            self.verify_once(d, &mut verified).await?;
+                            Step::Done(self.quarantine_mismatch(d, &record, received).await?)
+                        }
+                    }
+                },
+                Step::Fresh(replacing) => {
+                    self.verify_once(d, &mut verified).await?;
+                    let next = self.store_fresh(d, replacing, None).await?;
+                    counted |= created_the_record(&next);
+                    next
+                }
+                Step::FreshAfterDeletedRecord(epoch) => {
+                    self.verify_once(d, &mut verified).await?;
+                    let next = self.store_fresh(d, None, Some(epoch)).await?;
+                    counted |= created_the_record(&next);
+                    next
+                }
+                Step::FindEpoch(taken) => {
+                    let mut epoch = taken + 1;
+                    while self
+                        .store
+                        .observation_exists(&ObservationId::derive(&d.key, epoch, 0))
+                        .await?
+                    {
+                        epoch += 1;
+                    }
+                    warn!(epoch, "observation ids of earlier epochs exist without a replay record: stored beyond the horizon");
+                    Step::FreshAfterDeletedRecord(epoch)
+                }
+                Step::Resume(record) => {
+                    self.verify_once(d, &mut verified).await?;
+                    self.resume(d, record).await?
+                }
+                Step::Backoff => {
+                    tokio::time::sleep(backoff(round, &d.key_text)).await;
+                    Step::Probe(d.fingerprint.clone())
+                }
+            };
+        }
+    }
+
+    /// Nothing is published against an artifact that has not been verified in this attempt or
+    /// before its record committed.
+    async fn verify_once(&self, d: &Delivery, verified: &mut bool) -> Result<(), IngestError> {
+        if !*verified {
+            self.artifacts
+                .verify(&d.artifact_key, &sha256(&d.body))
+                .await?;
+            *verified = true;
+        }
+        Ok(())
+    }
+
+    /// The received payload's fingerprint under the rule and format recorded with `record`.
+    fn received_fingerprint(&self, d: &Delivery, record: &ReplayRecord) -> Fingerprint {
+        if record.fingerprint.rule == d.fingerprint.rule
+            && record.payload_format == d.connector.payload_format
+        {
+            return d.fingerprint.clone();
+        }
+        // Under another format the payload may not even parse: then it is a different payload.
+        fingerprint_of(record.fingerprint.rule, record.payload_format, &d.body).unwrap_or_else(
+            |_| Fingerprint {
+                rule: record.fingerprint.rule,
+                sha256_hex: d.payload_sha256.clone(),
+            },
+        )
+    }
+
+    async fn store_fresh(
+        &self,
+        d: &Delivery,
+        replacing: Option<ReplayRecord>,
+        after_deleted_record: Option<u32>,
+    ) -> Result<Step, IngestError> {
+        let epoch = match (&replacing, after_deleted_record) {
+            (Some(old), _) => old.epoch + 1,
+            (None, Some(epoch)) => epoch,
+            (None, None) => 0,
+        };
+        let total_rows = d.rows.len();
+        let chunks_total = chunk_plan(total_rows).len() as u32;
+        let staged = chunks_total > 1;
+        let record = ReplayRecord {
+            delivery_key: d.key_text.clone(),
+            tenant: d.key.tenant.clone(),
+            connector: d.key.connector.clone(),
+            source_account: d.key.source_account.clone(),
+            source_delivery_id: d.key.source_delivery_id.clone(),
+            identity_strength: d.key.strength,
+            identity_basis: d.envelope.delivery.basis.clone(),
+            state: if staged {
+                ReplayState::Pending
+            } else {
+                ReplayState::Committed
+            },
+            fingerprint: d.fingerprint.clone(),
+            payload_format: d.connector.payload_format,
+            payload_sha256: d.payload_sha256.clone(),
+            artifact_key: d.artifact_key.clone(),
+            content_type: d.envelope.content_type.clone(),
+            observation_ids: (0..total_rows)
+                .map(|i| ObservationId::derive(&d.key, epoch, i))
+                .collect(),
+            chunks_total,
+            chunks_done: 1,
+            epoch,
+            attempts: 1,
+            first_attempt_at: d.now,
+            last_attempt_at: d.now,
+            retrieved_at: d.envelope.retrieved_at,
+            committed_at: (!staged).then_some(d.now),
+            expires_at: d.now.unix_seconds() + d.connector.horizon_seconds(),
+            run: d.envelope.run.clone(),
+            dedup_confidence: if epoch > 0 {
+                DedupConfidence::BeyondHorizon
+            } else {
+                DedupConfidence::WithinHorizon
+            },
+            previous_epoch: match (&replacing, after_deleted_record) {
+                (Some(old), _) => Some(PriorEpoch {
+                    epoch: old.epoch,
+                    fingerprint: Some(old.fingerprint.clone()),
+                    committed_at: old.committed_at,
+                    observation_count: Some(old.observation_ids.len() as u32),
+                }),
+                (None, Some(epoch)) => Some(PriorEpoch {
+                    epoch: epoch - 1,
+                    fingerprint: None,
+                    committed_at: None,
+                    observation_count: None,
+                }),
+                (None, None) => None,
+            },
+        };
+        let rules = self.rules(d).await?;
+        let observations = self.observations(&record, &d.rows, &d.connector, rules, d.now);
+        let chunk = ChunkWrite {
+            token: transaction_token(&record, 0, d.nonce),
+            replay: ReplayAction::Create {
+                record: Box::new(record.clone()),
+                replacing: replacing.as_ref().map(|old| ReplacedRecord {
+                    epoch: old.epoch,
+                    expires_at: old.expires_at,
+                }),
+            },
+            observations: observations[chunk_plan(total_rows)[0].clone()].to_vec(),
+            run_page: (!staged).then(|| run_page(&record, d.now)).flatten(),
+            commit_marker: None,
+        };
+        match self.store.write_chunk(&chunk, d.now).await? {
+            ChunkOutcome::Written if !staged => {
+                self.crash_point(CrashPoint::AfterCommit)?;
+                info!(observations = total_rows, "committed");
+                Ok(Step::Done(IngestOutcome::Committed(DeliveryResult::of(
+                    &record,
+                ))))
+            }
+            ChunkOutcome::Written => {
+                self.crash_point(CrashPoint::AfterChunk(1))?;
+                Ok(Step::Resume(record))
+            }
+            ChunkOutcome::ReplayConditionFailed(Some(old))
+                if old.is_expired_at(d.now)
+                    && replacing.as_ref().is_none_or(|r| r.epoch != old.epoch) =>
+            {
+                Ok(Step::Fresh(Some(*old)))
+            }
+            ChunkOutcome::ReplayConditionFailed(_) => Ok(Step::Probe(d.fingerprint.clone())),
+            ChunkOutcome::Contended => Ok(Step::Backoff),
+            ChunkOutcome::ObservationIdTaken => Ok(Step::FindEpoch(epoch)),
+        }
+    }
+
+    /// Writes the chunks a `PENDING` record still lacks; the last one commits the delivery.
+    async fn resume(&self, d: &Delivery, mut record: ReplayRecord) -> Result<Step, IngestError> {
+        let rows = self.rows_for(d, &record)?;
+        let rules = self.rules(d).await?;
+        let observations = self.observations(&record, &rows, &d.connector, rules, d.now);
+        let plan = chunk_plan(rows.len());
+        if plan.len() as u32 != record.chunks_total {
+            return Err(StoreError::Invariant(format!(
+                "record plans {} chunks but {} rows make {}",
+                record.chunks_total,
+                rows.len(),
+                plan.len()
+            ))
+            .into());
+        }
+        for chunk_index in record.chunks_done..record.chunks_total {
+            let last = chunk_index + 1 == record.chunks_total;
+            let rows_of_chunk = plan[chunk_index as usize].clone();
+            let chunk = ChunkWrite {
+                token: transaction_token(&record, chunk_index, d.nonce),
+                replay: ReplayAction::Advance {
+                    delivery_key: record.delivery_key.clone(),
+                    fingerprint: record.fingerprint.clone(),
+                    epoch: record.epoch,
+                    from_chunk: chunk_index,
+                    commit_at: last.then_some(d.now),
+                },
+                observations: observations[rows_of_chunk].to_vec(),
+                run_page: if last { run_page(&record, d.now) } else { None },
+                commit_marker: last.then(|| CommitMarker {
+                    delivery_key: record.delivery_key.clone(),
+                    epoch: record.epoch,
+                    observation_count: record.observation_ids.len() as u32,
+                    committed_at: d.now,
+                }),
+            };
+            match self.store.write_chunk(&chunk, d.now).await? {
+                ChunkOutcome::Written => {
+                    record.chunks_done = chunk_index + 1;
+                    if !last {
+                        self.crash_point(CrashPoint::AfterChunk(record.chunks_done))?;
+                    }
+                }
+                ChunkOutcome::ReplayConditionFailed(_) => {
+                    return Ok(Step::Probe(record.fingerprint.clone()))
+                }
+                ChunkOutcome::Contended => return Ok(Step::Backoff),
+                ChunkOutcome::ObservationIdTaken => {
+                    return Err(StoreError::Invariant(format!(
+                        "chunk {chunk_index} of {} collides with stored observations",
+                        record.delivery_key
+                    ))
+                    .into())
+                }
+            }
+        }
+        record.state = ReplayState::Committed;
+        record.committed_at = Some(d.now);
+        self.crash_point(CrashPoint::AfterCommit)?;
+        info!(
+            observations = record.observation_ids.len(),
+            chunks = record.chunks_total,
+            "committed in chunks"
+        );
+        Ok(Step::Done(IngestOutcome::Committed(DeliveryResult::of(
+            &record,
+        ))))
+    }
+
+    /// Rows in the order the record's rule assigns indices, even if the connector changed since.
+    fn rows_for(
+        &self,
+        d: &Delivery,
+        record: &ReplayRecord,
+    ) -> Result<Vec<NormalizedRow>, IngestError> {
+        let rows = if record.fingerprint.rule == d.fingerprint.rule
+            && record.payload_format == d.connector.payload_format
+        {
+            d.rows.clone()
+        } else {
+            normalize(record.payload_format, record.fingerprint.rule, &d.body).map_err(|e| {
+                StoreError::Invariant(format!(
+                    "payload no longer normalizes under its recorded rule: {e}"
+                ))
+            })?
+        };
+        if rows.len() != record.observation_ids.len() {
+            return Err(StoreError::Invariant(format!(
+                "record lists {} observations but the payload has {} rows",
+                record.observation_ids.len(),
+                rows.len()
+            ))
+            .into());
+        }
+        Ok(rows)
+    }
+
+    /// The identity rules of the delivery's source (read on first use, then kept for the attempt).
+    async fn rules<'d>(&self, d: &'d Delivery) -> Result<&'d CorrectionRules, IngestError> {
+        let source = SourceRef {
+            tenant: d.key.tenant.clone(),
+            connector: d.key.connector.clone(),
+            source_account: d.key.source_account.clone(),
+        };
+        Ok(d.rules
+            .get_or_try_init(|| self.store.correction_rules(&source))
+            .await?)
+    }
+
+    /// The observations of `rows` under `record`. Each row is attributed to the item the
+    /// source's identity rules give it (the observation then carries the correction's id; the
+    /// row's own item stays in `normalized_item`, its sku in `source_record`). A row observed
+    /// more than the connector's clock-skew tolerance after its retrieval is flagged
+    /// `future_dated` (kept, never current).
+    fn observations(
+        &self,
+        record: &ReplayRecord,
+        rows: &[NormalizedRow],
+        connector: &ConnectorConfig,
+        rules: &CorrectionRules,
+        now: Timestamp,
+    ) -> Vec<Observation> {
+        let latest_plausible = record
+            .retrieved_at
+            .plus_seconds(i64::from(connector.clock_skew_seconds));
+        let attributed = |row: &NormalizedRow| match rules.rule_for(&row.item.key()) {
+            Some(rule) if rule.to_item != row.item => {
+                (rule.to_item.clone(), Some(rule.correction_id.clone()))
+            }
+            _ => (row.item.clone(), None),
+        };
+        rows.iter()
+            .zip(&record.observation_ids)
+            .enumerate()
+            .map(|(index, (row, id))| (index, row, id, attributed(row)))
+            .map(|(index, row, id, (item, correction_id))| Observation {
+                observation_id: id.clone(),
+                tenant: record.tenant.clone(),
+                item: item.key(),
+                canonical_item: item,
+                connector: record.connector.clone(),
+                source_account: record.source_account.clone(),
+                source_record: row.source_record.clone(),
+                delivery_key: record.delivery_key.clone(),
+                identity_strength: record.identity_strength,
+                epoch: record.epoch,
+                row_index: index as u32,
+                quantity: row.quantity,
+                quantity_basis: row.quantity_basis.clone(),
+                price: row.price.clone(),
+                currency: row.currency.clone(),
+                observed_at: row.observed_at,
+                retrieved_at: record.retrieved_at,
+                run_id: record.run.as_ref().map(|r| r.run_id.clone()),
+                artifact_key: record.artifact_key.clone(),
+                artifact_sha256: record.payload_sha256.clone(),
+                dedup_confidence: record.dedup_confidence,
+                staged: record.chunks_total > 1,
+                claim: CLAIM_SOURCE_REPORTED.to_owned(),
+                verification: VERIFICATION_UNVERIFIED.to_owned(),
+                superseded_by: None,
+                supersedes: None,
+                correction_id,
+                normalized_item: Some(row.item.key()),
+                recorded_at: Some(now),
+                future_dated: row.observed_at > latest_plausible,
+            })
+            .collect()
+    }
+}
+
+/// After `store_fresh`: whether this attempt's create transaction wrote the record (with
+/// `attempts: 1`), which counts the message.
+fn created_the_record(next: &Step) -> bool {
+    matches!(
+        next,
+        Step::Resume(_) | Step::Done(IngestOutcome::Committed(_))
+    )
+}
+
+fn run_page(record: &ReplayRecord, at: Timestamp) -> Option<RunPageUpdate> {
+    record.run.as_ref().map(|run| RunPageUpdate {
+        run_id: run.run_id.clone(),
+        tenant: record.tenant.clone(),
+        connector: record.connector.clone(),
+        page: run.page,
+        page_count: run.page_count,
+        delivery_key: record.delivery_key.clone(),
+        epoch: record.epoch,
+        observation_count: record.observation_ids.len() as u32,
+        at,
+    })
+}
+
+/// Exponential backoff with jitter derived from the key and the clock, capped at ~200 ms.
+fn backoff(round: u32, key: &str) -> Duration {
+    let base = 5u64 << round.min(5);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let noise = u64::from(sha256(format!("{key}{nanos}").as_bytes())[0]);
+    Duration::from_millis(base + noise % (base + 1))
+}

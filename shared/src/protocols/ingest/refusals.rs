@@ -1,0 +1,119 @@
+//! What ingest records instead of observations: a replay with another fingerprint becomes a
+//! quarantine entry (nothing stored changes), input that can never be stored a rejection with
+//! the whole message as evidence.
+
+use super::outcome::{IngestError, IngestOutcome, MismatchReport, RejectReport, MISMATCH_CODE};
+use super::{rejected_key, Delivery, IngestService};
+use crate::domain::envelope::DeliveryEnvelope;
+use crate::domain::fingerprint::Fingerprint;
+use crate::domain::hashing::{base32_lower, hex, sha256};
+use crate::domain::ids::UNREADABLE_ENVELOPE_TENANT;
+use crate::domain::model::{QuarantineEntry, QuarantineKind, ReplayRecord, QUARANTINE_OPEN};
+use crate::domain::reject::Rejection;
+use crate::protocols::ports::{ArtifactMeta, CrashPoint};
+use tracing::warn;
+
+impl IngestService {
+    pub(super) async fn quarantine_mismatch(
+        &self,
+        d: &Delivery,
+        stored: &ReplayRecord,
+        received: Fingerprint,
+    ) -> Result<IngestOutcome, IngestError> {
+        self.crash_point(CrashPoint::BeforeQuarantineEntry)?;
+        let quarantine_id = format!(
+            "q_{}",
+            base32_lower(
+                &sha256(
+                    format!(
+                        "mismatch\n{}\n{}\n{}",
+                        d.key_text, stored.epoch, d.payload_sha256
+                    )
+                    .as_bytes()
+                )[..16]
+            )
+        );
+        let entry = QuarantineEntry {
+            quarantine_id: quarantine_id.clone(),
+            kind: QuarantineKind::Mismatch,
+            reason_code: MISMATCH_CODE.to_owned(),
+            message: format!(
+                "delivery {} was stored with fingerprint {} but was delivered again with fingerprint {}; \
+                 the stored observations are unchanged",
+                d.key_text, stored.fingerprint, received
+            ),
+            tenant: d.key.tenant.to_string(),
+            connector: Some(d.key.connector.to_string()),
+            delivery_key: Some(d.key_text.clone()),
+            stored_fingerprint: Some(stored.fingerprint.clone()),
+            received_fingerprint: Some(received.clone()),
+            stored_artifact_key: Some(stored.artifact_key.clone()),
+            stored_observation_ids: Some(stored.observation_ids.clone()),
+            evidence_key: d.artifact_key.clone(),
+            evidence_sha256: d.payload_sha256.clone(),
+            first_seen_at: d.now,
+            status: QUARANTINE_OPEN.to_owned(),
+        };
+        self.store.put_quarantine(&entry).await?;
+        self.crash_point(CrashPoint::AfterQuarantineEntry)?;
+        warn!(quarantine_id = %quarantine_id, stored = %stored.fingerprint, received = %received, "replay_payload_mismatch: quarantined");
+        Ok(IngestOutcome::Mismatch(MismatchReport {
+            delivery_key: d.key_text.clone(),
+            quarantine_id,
+            stored_fingerprint: stored.fingerprint.clone(),
+            received_fingerprint: received,
+            evidence_key: d.artifact_key.clone(),
+        }))
+    }
+
+    /// Records a refusal with the whole message as evidence; the message is then acknowledged.
+    pub(super) async fn reject(
+        &self,
+        message: &[u8],
+        envelope: Option<&DeliveryEnvelope>,
+        rejection: Rejection,
+    ) -> Result<IngestOutcome, IngestError> {
+        let digest = sha256(message);
+        let digest_hex = hex(&digest);
+        let tenant = envelope.map_or_else(
+            || UNREADABLE_ENVELOPE_TENANT.to_owned(),
+            |e| e.tenant.to_string(),
+        );
+        let evidence_key = rejected_key(&tenant, &digest_hex);
+        let now = self.clock.now();
+        let meta = ArtifactMeta {
+            content_type: "application/json".to_owned(),
+            delivery_key: envelope.map(|e| e.delivery_key().as_string()),
+            retrieved_at: envelope.map_or(now, |e| e.retrieved_at),
+        };
+        self.artifacts
+            .put_verified(&evidence_key, message, &digest, &meta)
+            .await?;
+        let quarantine_id = format!("r_{}", base32_lower(&digest[..16]));
+        let entry = QuarantineEntry {
+            quarantine_id: quarantine_id.clone(),
+            kind: QuarantineKind::Rejected,
+            reason_code: rejection.code.as_str().to_owned(),
+            message: rejection.message.clone(),
+            tenant,
+            connector: envelope.map(|e| e.connector.to_string()),
+            delivery_key: envelope.map(|e| e.delivery_key().as_string()),
+            stored_fingerprint: None,
+            received_fingerprint: None,
+            stored_artifact_key: None,
+            stored_observation_ids: None,
+            evidence_key,
+            evidence_sha256: digest_hex,
+            first_seen_at: now,
+            status: QUARANTINE_OPEN.to_owned(),
+        };
+        self.store.put_quarantine(&entry).await?;
+        self.crash_point(CrashPoint::AfterQuarantineEntry)?;
+        warn!(code = rejection.code.as_str(), quarantine_id = %quarantine_id, reason = %rejection.message, "rejected");
+        Ok(IngestOutcome::Rejected(RejectReport {
+            quarantine_id,
+            code: rejection.code,
+            message: rejection.message,
+        }))
+    }
+}

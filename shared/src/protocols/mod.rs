@@ -1,0 +1,12 @@
+//! The protocols: what the system does with the domain, written against ports (traits) and not
+//! against AWS. Ingest (store a delivery once), projection (current offers), query (the read
+//! path, which never reaches ingestion), identity corrections, source quarantines, and the HTTP
+//! shape of their answers (`http`, independent of the transport).
+
+pub mod corrections;
+pub mod http;
+pub mod ingest;
+pub mod operations;
+pub mod ports;
+pub mod projection;
+pub mod query;
