@@ -1,0 +1,138 @@
+//! EventBridge, locally: the pull schedule and the sweeper's, invoked asynchronously as Lambda
+//! invokes them (`async_invoke`).
+
+use crate::{async_invoke, Services};
+use feedsafe::protocols::ports::{NoFaults, SystemClock};
+use std::time::Duration;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+/// EventBridge, locally: the pull schedule (the poller's entry point with each connector's
+/// schedule input) and the sweeper's (a scheduled event), each invoked asynchronously as Lambda
+/// does: a failed invocation is retried (`EventInvokeConfig`), then parked in the on-failure queue.
+pub(crate) async fn scheduler(
+    services: Services,
+    sqs: aws_sdk_sqs::Client,
+    [poller, sweeper]: [async_invoke::AsyncInvoke; 2],
+    pull_every: Option<Duration>,
+    sweep_every: Duration,
+    stopped: watch::Receiver<bool>,
+) {
+    let mut last_pull = tokio::time::Instant::now();
+    let mut last_sweep = tokio::time::Instant::now();
+    let corrections = feedsafe::protocols::corrections::CorrectionService::new(
+        services.evidence.clone(),
+        services.evidence.clone(),
+        services.evidence.clone(),
+        std::sync::Arc::new(SystemClock),
+        std::sync::Arc::new(NoFaults),
+    );
+    while !*stopped.borrow() {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Some(every) = pull_every {
+            if last_pull.elapsed() >= every {
+                last_pull = tokio::time::Instant::now();
+                for connector in pull_connectors(&services).await {
+                    let event = serde_json::json!({"connector": connector.as_str()});
+                    invoke_async(&sqs, &poller, event, &stopped, |event| {
+                        let services = services.clone();
+                        async move {
+                            feedsafe::lambda::schedule::handle_pull_schedule(&services.pull, &event)
+                                .await
+                                .map(|report| {
+                                    info!(run = %report.run_id, pages = report.enqueued.len(), "scheduled pull run")
+                                })
+                                .map_err(|e| e.to_string())
+                        }
+                    })
+                    .await;
+                }
+            }
+        }
+        if last_sweep.elapsed() >= sweep_every {
+            last_sweep = tokio::time::Instant::now();
+            let event = scheduled_event("SweeperFunction");
+            invoke_async(&sqs, &sweeper, event, &stopped, |_| {
+                let (evidence, corrections) = (services.evidence.clone(), corrections.clone());
+                async move {
+                    feedsafe::lambda::schedule::handle_sweep_schedule(
+                        &evidence,
+                        &corrections,
+                        feedsafe::domain::timestamp::Timestamp::now(),
+                    )
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+                }
+            })
+            .await;
+        }
+    }
+}
+
+/// EventBridge's scheduled event, as the rule delivers it.
+fn scheduled_event(function: &str) -> serde_json::Value {
+    let now = feedsafe::domain::timestamp::Timestamp::now();
+    serde_json::json!({
+        "version": "0",
+        "id": format!("local-{}", now.unix_seconds()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "000000000000",
+        "time": now.to_rfc3339(),
+        "region": feedsafe::aws::LOCAL_REGION,
+        "resources": [format!("arn:aws:events:{}:000000000000:rule/local-{function}", feedsafe::aws::LOCAL_REGION)],
+        "detail": {}
+    })
+}
+
+/// One asynchronous invocation: the first attempt and `max_retries` more (a second apart
+/// locally; Lambda waits about a minute, then two), then the event is parked.
+async fn invoke_async<F, Fut>(
+    sqs: &aws_sdk_sqs::Client,
+    invoke: &async_invoke::AsyncInvoke,
+    event: serde_json::Value,
+    stopped: &watch::Receiver<bool>,
+    handler: F,
+) where
+    F: Fn(serde_json::Value) -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<(), String>>,
+{
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let error = match handler(event.clone()).await {
+            Ok(()) => return,
+            Err(error) => error,
+        };
+        warn!(function = %invoke.function, attempt, error = %error, "asynchronous invocation failed");
+        if attempt >= invoke.max_attempts() {
+            invoke.park(sqs, event, attempt, &error).await;
+            return;
+        }
+        if *stopped.borrow() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Connectors seeded with pull settings (the local stack knows its seed file).
+async fn pull_connectors(services: &Services) -> Vec<feedsafe::domain::ids::ConnectorId> {
+    let mut out = Vec::new();
+    for id in ["acme-eu"] {
+        if let Ok(id) = feedsafe::domain::ids::ConnectorId::parse(id) {
+            if let Ok(Some(config)) = feedsafe::protocols::ports::ConnectorDirectory::connector(
+                services.evidence.as_ref(),
+                &id,
+            )
+            .await
+            {
+                if config.pull.is_some() {
+                    out.push(id);
+                }
+            }
+        }
+    }
+    out
+}
