@@ -33,6 +33,16 @@ async fn parked(env: &TestEnv, limit: Duration) -> Option<Value> {
     None
 }
 
+/// Lambda's invocation record for `function` after its last attempt: the template's
+/// MaximumRetryAttempts is 2, so three attempts in all.
+fn assert_parked_by(record: &Value, function: &str) {
+    let context = &record["requestContext"];
+    assert_eq!(context["condition"], "RetriesExhausted", "{record}");
+    assert_eq!(context["approximateInvokeCount"], 3, "{record}");
+    let arn = context["functionArn"].as_str().unwrap_or_default();
+    assert!(arn.ends_with(&format!(":function:{function}")), "{record}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drop_the_function_cannot_enqueue_is_parked_after_its_retries() {
     let env = spawn_env(false).await;
@@ -63,22 +73,7 @@ async fn a_drop_the_function_cannot_enqueue_is_parked_after_its_retries() {
     let record = parked(&env, Duration::from_secs(45))
         .await
         .expect("the failed drop reached the on-failure queue");
-    assert_eq!(
-        record["requestContext"]["condition"], "RetriesExhausted",
-        "{record}"
-    );
-    // The template's MaximumRetryAttempts is 2: three attempts in all.
-    assert_eq!(
-        record["requestContext"]["approximateInvokeCount"], 3,
-        "{record}"
-    );
-    assert!(
-        record["requestContext"]["functionArn"]
-            .as_str()
-            .unwrap()
-            .ends_with(":function:DropsFunction"),
-        "{record}"
-    );
+    assert_parked_by(&record, "DropsFunction");
     assert_eq!(
         record["requestPayload"]["Records"][0]["s3"]["object"]["key"], key,
         "the parked event is the S3 event of the drop: {record}"
@@ -110,21 +105,7 @@ async fn a_scheduled_pull_that_fails_every_attempt_is_parked_with_its_schedule_i
         .await
         .expect("the failed schedule reached the on-failure queue");
     stack.stop().await;
-    assert_eq!(
-        record["requestContext"]["condition"], "RetriesExhausted",
-        "{record}"
-    );
-    assert_eq!(
-        record["requestContext"]["approximateInvokeCount"], 3,
-        "{record}"
-    );
-    assert!(
-        record["requestContext"]["functionArn"]
-            .as_str()
-            .unwrap()
-            .ends_with(":function:PollerFunction"),
-        "{record}"
-    );
+    assert_parked_by(&record, "PollerFunction");
     assert_eq!(
         record["requestPayload"],
         serde_json::json!({"connector": "acme-eu"})
