@@ -41,7 +41,10 @@ impl Host {
             .spawn()
             .with_context(|| format!("starting the function host {}", exe.display()))?;
         // For scripts/drill's cleanup, should this drill itself be killed.
-        std::fs::write(self.stack_file.with_extension("pid"), child.id().to_string())?;
+        std::fs::write(
+            self.stack_file.with_extension("pid"),
+            child.id().to_string(),
+        )?;
         self.child = Some(child);
         let agent = agent();
         let start = Instant::now();
