@@ -5,24 +5,21 @@
 
 use crate::tally::{hash_key, Limit, Tally};
 use crate::workload::{item_key, Delivery, Kind, Outcome, World};
-use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::aws::corrections::{rules_pk, supersession_sk, SETTLING_PK};
 use feedsafe::aws::dynamo::{
     commit_marker_pk, correction_pk, item_history_pk, observation_item, observation_pk,
     open_runs_pk, projection_work_pk, quarantine_item, quarantine_list_pk, quarantine_pk,
     replay_item, replay_pk, run_page_item, run_pk, source_quarantine_pk,
 };
-use feedsafe::aws::projection_table::{
-    row_item, row_pk, source_key, source_shard_key, SOURCE_SHARDS,
-};
+use feedsafe::aws::projection_table::{row_item, row_pk};
 use feedsafe::domain::connector::PayloadFormat;
 use feedsafe::domain::fingerprint::{CanonicalizationRule, Fingerprint};
-use feedsafe::domain::hashing::{sha256, sha256_hex};
+use feedsafe::domain::hashing::sha256_hex;
 use feedsafe::domain::ids::{IdentityStrength, ObservationId, RunId};
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::{
-    CorrectionKind, DedupConfidence, Observation, QuarantineEntry, QuarantineKind, ReplayRecord,
-    ReplayState, RunPageRecord, CLAIM_SOURCE_REPORTED, QUARANTINE_OPEN, VERIFICATION_UNVERIFIED,
+    CorrectionKind, DedupConfidence, Observation, QuarantineEntry, ReplayRecord, ReplayState,
+    RunPageRecord, CLAIM_SOURCE_REPORTED, VERIFICATION_UNVERIFIED,
 };
 use feedsafe::domain::money::Price;
 use feedsafe::domain::timestamp::Timestamp;
@@ -33,42 +30,15 @@ use feedsafe::protocols::projection::{ProjectedOffer, INLINE_BUDGET, WORK_SLICE}
 use projector::RowKeys;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+mod partitions;
 mod projector;
+mod records;
+mod units;
+pub use partitions::{source_partition, source_partitions};
+use records::quarantine;
+pub use units::{item_size, rcu, wcu};
 
-pub mod patterns {
-    use crate::tally::Pattern;
-
-    const fn p(store: &'static str, key: &'static str) -> Pattern {
-        Pattern { store, key }
-    }
-    pub const EVIDENCE: &str = "EvidenceTable";
-    pub const GSI1: &str = "EvidenceTable gsi1";
-    pub const GSI2: &str = "EvidenceTable gsi2";
-    pub const PROJECTION: &str = "ProjectionTable";
-    pub const BY_SOURCE: &str = "ProjectionTable by_source";
-    pub const BUCKET: &str = "RawBucket";
-
-    pub const REPLAY: Pattern = p(EVIDENCE, "DLV#{delivery_key}");
-    pub const OBSERVATION: Pattern = p(EVIDENCE, "OBS#{observation_id}");
-    pub const RUN: Pattern = p(EVIDENCE, "RUN#{run_id} (run + pages)");
-    pub const MARKER: Pattern = p(EVIDENCE, "DLVEPOCH#{delivery_key}#{epoch}");
-    pub const WORK: Pattern = p(EVIDENCE, "PROJWORK#{delivery_key}#{epoch}");
-    pub const QUARANTINE: Pattern = p(EVIDENCE, "QUAR#{quarantine_id}");
-    pub const RULES: Pattern = p(EVIDENCE, "CRULES#{tenant}#{connector}#{account}");
-    pub const SOURCE_QUARANTINE: Pattern = p(EVIDENCE, "SRCQ#{tenant}#{connector}#{account}");
-    pub const CONNECTOR: Pattern = p(EVIDENCE, "CONNECTOR#{connector}");
-    pub const CORRECTION: Pattern = p(EVIDENCE, "CORR#{correction_id}");
-    pub const ITEM_HISTORY: Pattern = p(GSI1, "ITEM#{tenant}#{item}");
-    pub const QUARANTINE_LIST: Pattern = p(GSI2, "QUARANTINE#{tenant}");
-    pub const OPEN_RUNS: Pattern = p(GSI2, "RUNS#OPEN#{shard}");
-    pub const SETTLING: Pattern = p(GSI2, "CORRECTIONS#SETTLING");
-    pub const ROWS: Pattern = p(PROJECTION, "ITEM#{tenant}#{item}");
-    pub const SOURCE_ROWS: Pattern = p(BY_SOURCE, crate::cost::SOURCE_KEY_PATTERN);
-    pub const RAW: Pattern = p(BUCKET, "raw/{tenant}/{connector}/");
-    pub const REJECTED: Pattern = p(BUCKET, "rejected/{tenant}/");
-    pub const CLAIMS: Pattern = p(BUCKET, "claims/{tenant}/{connector}/");
-    pub const DROPS: Pattern = p(BUCKET, "drops/{connector}/");
-}
+pub mod patterns;
 use patterns as pat;
 
 /// How the `by_source` partition key reads in the report.
@@ -77,76 +47,13 @@ pub const SOURCE_KEY_PATTERN: &str = "SRC#{tenant}#{connector}#{account}#{shard}
 const DB: Limit = Limit::DynamoPartition;
 const S3: Limit = Limit::S3Prefix;
 
-/// Latencies (milliseconds) of one request as seen from a Lambda in the same region: typical
-/// published p50 figures, not measurements (DynamoDB Local and moto are far slower).
-pub mod latency {
-    pub const S3_PUT: f64 = 25.0;
-    pub const S3_GET: f64 = 15.0;
-    /// Transfer, per KiB of an S3 body (about 100 MB/s).
-    pub const S3_PER_KIB: f64 = 0.01;
-    pub const GET_ITEM: f64 = 4.0;
-    pub const WRITE_ITEM: f64 = 6.0;
-    pub const TRANSACTION: f64 = 10.0;
-    pub const TRANSACTION_PER_ACTION: f64 = 0.3;
-    pub const QUERY: f64 = 8.0;
-    pub const BATCH: f64 = 8.0;
-    /// Parse, canonicalize and hash, per KiB of body.
-    pub const CPU_PER_KIB: f64 = 0.02;
-    pub const CPU_BASE: f64 = 1.0;
-    /// Webhook function: verify a signature and send one SQS message.
-    pub const WEBHOOK: f64 = 30.0;
-    /// Query function: one read route.
-    pub const QUERY_ROUTE: f64 = 25.0;
-}
+pub mod latency;
 
 /// Sizes of the small records the simulation does not build (bytes; each is under 1 KB).
 const RULES_BYTES: usize = 3_500;
 const RUN_ITEM_BYTES: usize = 500;
 const SMALL_RECORD_BYTES: usize = 300;
 const HISTORY_PAGE: usize = 50;
-
-/// DynamoDB's size of an attribute value (docs: "Item sizes and formats").
-fn value_size(v: &AttributeValue) -> usize {
-    match v {
-        AttributeValue::S(s) => s.len(),
-        AttributeValue::N(n) => {
-            let digits = n.trim_start_matches('-').replace('.', "");
-            let significant = digits.trim_start_matches('0').trim_end_matches('0').len();
-            significant.div_ceil(2) + 1
-        }
-        AttributeValue::B(b) => b.as_ref().len(),
-        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
-        AttributeValue::L(items) => 3 + items.iter().map(|i| 1 + value_size(i)).sum::<usize>(),
-        AttributeValue::M(map) => {
-            3 + map
-                .iter()
-                .map(|(k, v)| 1 + k.len() + value_size(v))
-                .sum::<usize>()
-        }
-        AttributeValue::Ss(set) => set.iter().map(String::len).sum(),
-        AttributeValue::Ns(set) => set.len() * 8,
-        _ => 0,
-    }
-}
-
-pub fn item_size(item: &HashMap<String, AttributeValue>) -> usize {
-    item.iter().map(|(k, v)| k.len() + value_size(v)).sum()
-}
-
-/// Write units of a write of `bytes` (1 per KB, at least 1).
-pub fn wcu(bytes: usize) -> f64 {
-    bytes.div_ceil(1024).max(1) as f64
-}
-
-/// Read units of reading `bytes` (1 per 4 KB; half for an eventually consistent read).
-pub fn rcu(bytes: usize, consistent: bool) -> f64 {
-    let units = bytes.div_ceil(4096).max(1) as f64;
-    if consistent {
-        units
-    } else {
-        units / 2.0
-    }
-}
 
 /// The part of an S3 key before its first content-derived component: S3 cannot spread one
 /// supplier's requests below it until it has split the keyspace under it.
@@ -844,63 +751,4 @@ pub struct StreamSettings {
     pub batch_size: usize,
     pub batching_window: f64,
     pub parallelization_factor: usize,
-}
-
-/// The `by_source` partition a row of `source` for `item` is indexed under.
-pub fn source_partition(source: &feedsafe::domain::model::SourceRef, item: &str) -> String {
-    source_key(source, item)
-}
-
-/// Every `by_source` partition of a source with `rows` rows, and how many rows each holds
-/// (rows spread evenly: the shard is a hash of the item).
-pub fn source_partitions(
-    source: &feedsafe::domain::model::SourceRef,
-    rows: usize,
-) -> Vec<(String, usize)> {
-    let shards = SOURCE_SHARDS as usize;
-    (0..SOURCE_SHARDS)
-        .map(|shard| {
-            let count = rows / shards + usize::from((shard as usize) < rows % shards);
-            (source_shard_key(source, shard), count)
-        })
-        .collect()
-}
-
-fn quarantine(
-    d: &Delivery,
-    evidence: &str,
-    sha: &str,
-    stored: Option<&ReplayRecord>,
-    at: Timestamp,
-) -> QuarantineEntry {
-    let digest = sha256(format!("{}\n{sha}", d.key).as_bytes());
-    QuarantineEntry {
-        quarantine_id: format!(
-            "{}_{}",
-            if stored.is_some() { "q" } else { "r" },
-            feedsafe::domain::hashing::base32_lower(&digest[..16])
-        ),
-        kind: if stored.is_some() {
-            QuarantineKind::Mismatch
-        } else {
-            QuarantineKind::Rejected
-        },
-        reason_code: if stored.is_some() {
-            "replay_payload_mismatch".into()
-        } else {
-            "invalid_row".into()
-        },
-        message: "simulated".into(),
-        tenant: d.key.tenant.to_string(),
-        connector: Some(d.key.connector.to_string()),
-        delivery_key: Some(d.key.as_string()),
-        stored_fingerprint: stored.map(|r| r.fingerprint.clone()),
-        received_fingerprint: stored.map(|r| r.fingerprint.clone()),
-        stored_artifact_key: stored.map(|r| r.artifact_key.clone()),
-        stored_observation_ids: stored.map(|r| r.observation_ids.clone()),
-        evidence_key: evidence.to_owned(),
-        evidence_sha256: sha.to_owned(),
-        first_seen_at: at,
-        status: QUARANTINE_OPEN.into(),
-    }
 }
