@@ -60,7 +60,8 @@ impl AsyncInvoke {
 
     /// Parks `event` in the on-failure queue with Lambda's invocation record (condition
     /// `RetriesExhausted`). False when there is no destination or the send failed: the caller
-    /// then keeps the event (to retry it) rather than drop it.
+    /// then keeps the event rather than drop it (the drop trigger leaves the notification to
+    /// come back; a schedule runs again at its next tick).
     pub async fn park(
         &self,
         sqs: &aws_sdk_sqs::Client,
@@ -69,7 +70,7 @@ impl AsyncInvoke {
         error_message: &str,
     ) -> bool {
         let Some(queue) = &self.failure_queue else {
-            warn!(function = %self.function, "no on-failure destination; the event is kept and retried");
+            warn!(function = %self.function, "no on-failure destination; the event is not parked");
             return false;
         };
         let record = json!({
@@ -96,7 +97,7 @@ impl AsyncInvoke {
                 true
             }
             Err(e) => {
-                error!(function = %self.function, error = %crate::feedsafe_error(&e), "the on-failure queue refused the event; it is kept and retried");
+                error!(function = %self.function, error = %crate::feedsafe_error(&e), "the on-failure queue refused the event; it is not parked");
                 false
             }
         }

@@ -5,7 +5,7 @@ use crate::{async_invoke, Services};
 use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use std::time::Duration;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 /// EventBridge, locally: the pull schedule (the poller's entry point with each connector's
 /// schedule input) and the sweeper's (a scheduled event), each invoked asynchronously as Lambda
@@ -107,7 +107,9 @@ async fn invoke_async<F, Fut>(
         };
         warn!(function = %invoke.function, attempt, error = %error, "asynchronous invocation failed");
         if attempt >= invoke.max_attempts() {
-            invoke.park(sqs, event, attempt, &error).await;
+            if !invoke.park(sqs, event, attempt, &error).await {
+                error!(function = %invoke.function, "a failed schedule could not be parked; its next tick invokes the function again");
+            }
             return;
         }
         if *stopped.borrow() {
