@@ -8,9 +8,9 @@ use local_stack::{sample_connectors, Stack};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-const READER: &str = "local-reader-demo-token";
-const OPERATOR: &str = "local-operator-demo-token";
-const SECRET: &str = "whsec_bG9jYWwtc2FtcGxlLXNlY3JldC1ub3QtZm9yLXByb2R1Y3Rpb24=";
+pub(crate) const READER: &str = "local-reader-demo-token";
+pub(crate) const OPERATOR: &str = "local-operator-demo-token";
+pub(crate) const SECRET: &str = "whsec_bG9jYWwtc2FtcGxlLXNlY3JldC1ub3QtZm9yLXByb2R1Y3Rpb24=";
 const ROTATED: &str = "whsec_bG9jYWwtcm90YXRlZC1zZWNyZXQtbm90LWZvci1wcm9kdWN0aW9u";
 
 async fn stack(env: &TestEnv) -> Stack {
@@ -25,7 +25,7 @@ fn agent() -> ureq::Agent {
 }
 
 /// (status, JSON body) of a request, run off the async runtime.
-async fn call(
+pub(crate) async fn call(
     method: &'static str,
     url: String,
     headers: Vec<(String, String)>,
@@ -67,7 +67,12 @@ fn cloud_event(id: &str, quantity: u64) -> Vec<u8> {
     .unwrap()
 }
 
-fn signed_headers(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> Vec<(String, String)> {
+pub(crate) fn signed_headers(
+    secret: &str,
+    id: &str,
+    timestamp: i64,
+    body: &[u8],
+) -> Vec<(String, String)> {
     let secret = SigningSecret::parse(secret).unwrap();
     vec![
         ("content-type".into(), "application/json".into()),

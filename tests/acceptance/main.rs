@@ -8,6 +8,7 @@ mod corrections;
 mod crash_matrix;
 mod crash_points;
 mod entry_points;
+mod hardening;
 mod ingest;
 mod intake;
 mod model_test;

@@ -45,7 +45,15 @@ impl fmt::Display for RejectCode {
     }
 }
 
-/// A refusal with its stable code and a message safe to show an operator.
+/// Longest rejection message kept, in bytes. Messages quote supplier text (a price, a field, a
+/// parse error's excerpt); a quote of unbounded size would make the quarantine item outgrow
+/// DynamoDB's 400 KB item limit, its write fail on every receive and the poison message end in
+/// the DLQ with no quarantine entry. The full literal is in the rejected artifact already.
+pub const MAX_REJECTION_MESSAGE_BYTES: usize = 1024;
+
+/// A refusal with its stable code and a message safe to show an operator: at most
+/// [`MAX_REJECTION_MESSAGE_BYTES`] long (a longer one is cut at a character boundary and says
+/// how long it was).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct Rejection {
@@ -57,7 +65,52 @@ impl Rejection {
     pub fn new(code: RejectCode, message: impl Into<String>) -> Self {
         Self {
             code,
-            message: message.into(),
+            message: capped(message.into()),
+        }
+    }
+}
+
+fn capped(mut message: String) -> String {
+    if message.len() <= MAX_REJECTION_MESSAGE_BYTES {
+        return message;
+    }
+    let total = message.len();
+    let note =
+        format!("… (truncated from {total} bytes; the full literal is in the rejected artifact)");
+    let mut cut = MAX_REJECTION_MESSAGE_BYTES - note.len();
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    message.truncate(cut);
+    message.push_str(&note);
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character_boundary_and_says_so() {
+        let short = Rejection::new(RejectCode::InvalidPrice, "price \"x\": not a number");
+        assert_eq!(short.message, "price \"x\": not a number");
+        let exact = "a".repeat(MAX_REJECTION_MESSAGE_BYTES);
+        assert_eq!(
+            Rejection::new(RejectCode::InvalidRow, exact.clone()).message,
+            exact
+        );
+        for filler in ["9", "é", "€", "𝄞"] {
+            let long = format!("price {:?}", filler.repeat(200_000));
+            let cut = Rejection::new(RejectCode::InvalidPrice, long.clone()).message;
+            assert!(cut.len() <= MAX_REJECTION_MESSAGE_BYTES, "{}", cut.len());
+            assert!(cut.starts_with("price \""), "{cut}");
+            assert!(
+                cut.ends_with(&format!(
+                    "(truncated from {} bytes; the full literal is in the rejected artifact)",
+                    long.len()
+                )),
+                "{cut}"
+            );
         }
     }
 }

@@ -52,6 +52,9 @@ const MAX_ROUNDS: u32 = 40;
 
 enum Failure {
     Refused(Rejection),
+    /// Refused after the body was read from its claim: the body is the evidence to keep, since
+    /// the claim object expires with the queue retention.
+    RefusedClaimedBody(Rejection, Vec<u8>),
     Transient(IngestError),
 }
 
@@ -142,7 +145,7 @@ impl IngestService {
     pub async fn ingest_message(&self, message: &[u8]) -> Result<IngestOutcome, IngestError> {
         let envelope = match DeliveryEnvelope::parse(message) {
             Ok(envelope) => envelope,
-            Err(rejection) => return self.reject(message, None, rejection).await,
+            Err(rejection) => return self.reject(message, None, rejection, None).await,
         };
         let span = tracing::info_span!(
             "delivery",
@@ -156,7 +159,11 @@ impl IngestService {
             match self.ingest_envelope(&envelope).await {
                 Ok(outcome) => Ok(outcome),
                 Err(Failure::Refused(rejection)) => {
-                    self.reject(message, Some(&envelope), rejection).await
+                    self.reject(message, Some(&envelope), rejection, None).await
+                }
+                Err(Failure::RefusedClaimedBody(rejection, body)) => {
+                    self.reject(message, Some(&envelope), rejection, Some(&body))
+                        .await
                 }
                 Err(Failure::Transient(error)) => Err(error),
             }
@@ -226,11 +233,15 @@ impl IngestService {
             return Err(Failure::Transient(invalid.into()));
         }
         let body = self.load_body(envelope, &connector).await?;
+        let refused = |rejection: Rejection| match envelope.body {
+            BodyRef::S3 { .. } => Failure::RefusedClaimedBody(rejection, body.clone()),
+            BodyRef::Inline { .. } => Failure::Refused(rejection),
+        };
         let rows = normalize(connector.payload_format, connector.canonicalization, &body)
-            .map_err(Failure::Refused)?;
+            .map_err(refused)?;
         let fingerprint =
             fingerprint_of(connector.canonicalization, connector.payload_format, &body)
-                .map_err(Failure::Refused)?;
+                .map_err(refused)?;
         let key = envelope.delivery_key();
         let key_text = key.as_string();
         let payload_sha256 = hex(&sha256(&body));

@@ -67,13 +67,20 @@ impl IngestService {
     }
 
     /// Records a refusal with the whole message as evidence; the message is then acknowledged.
+    /// When the body was claim-checked and read (`claimed_body`), the body literal is the
+    /// evidence instead: the message only points at the claim object, which expires with the
+    /// queue retention. The quarantine id is the message's either way, so a redelivery of the
+    /// message files the same entry.
     pub(super) async fn reject(
         &self,
         message: &[u8],
         envelope: Option<&DeliveryEnvelope>,
         rejection: Rejection,
+        claimed_body: Option<&[u8]>,
     ) -> Result<IngestOutcome, IngestError> {
-        let digest = sha256(message);
+        let message_digest = sha256(message);
+        let evidence = claimed_body.unwrap_or(message);
+        let digest = sha256(evidence);
         let digest_hex = hex(&digest);
         let tenant = envelope.map_or_else(
             || UNREADABLE_ENVELOPE_TENANT.to_owned(),
@@ -81,15 +88,19 @@ impl IngestService {
         );
         let evidence_key = rejected_key(&tenant, &digest_hex);
         let now = self.clock.now();
+        let content_type = match (claimed_body, envelope) {
+            (Some(_), Some(e)) => e.content_type.clone(),
+            _ => "application/json".to_owned(),
+        };
         let meta = ArtifactMeta {
-            content_type: "application/json".to_owned(),
+            content_type,
             delivery_key: envelope.map(|e| e.delivery_key().as_string()),
             retrieved_at: envelope.map_or(now, |e| e.retrieved_at),
         };
         self.artifacts
-            .put_verified(&evidence_key, message, &digest, &meta)
+            .put_verified(&evidence_key, evidence, &digest, &meta)
             .await?;
-        let quarantine_id = format!("r_{}", base32_lower(&digest[..16]));
+        let quarantine_id = format!("r_{}", base32_lower(&message_digest[..16]));
         let entry = QuarantineEntry {
             quarantine_id: quarantine_id.clone(),
             kind: QuarantineKind::Rejected,

@@ -1,0 +1,72 @@
+//! Issue 11: what would bite in a real AWS account — poison input that outgrows DynamoDB's item
+//! limit, artifact links, credentials — checked through the running local stack.
+
+use crate::intake::{call, signed_headers, OPERATOR, SECRET};
+use acceptance::*;
+use serde_json::json;
+
+/// A signed webhook whose row carries a 500 KB price: the refusal names the field without
+/// echoing it whole, so the quarantine entry fits DynamoDB's 400 KB item limit, the message is
+/// acknowledged (not retried into the DLQ) and the full literal stays in the rejected artifact.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signed_row_with_a_500_kb_field_is_quarantined_once_and_nothing_reaches_the_dlq() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    let huge = "9".repeat(500 * 1024);
+    let body = serde_json::to_vec(&json!({
+        "specversion": "1.0", "id": "evt-huge", "source": "urn:acme:events",
+        "type": "offer.snapshot", "time": "2026-11-29T08:00:00Z",
+        "data": {"offers": [{"sku": "EV-HUGE", "quantity": 1, "unit": "each",
+                             "price": format!("{huge}.0.0"), "currency": "EUR"}]}
+    }))
+    .unwrap();
+    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
+    let (status, accepted) = call(
+        "POST",
+        format!("{}/v1/webhooks/acme-events", stack.base_url()),
+        signed_headers(SECRET, "msg-huge", now, &body),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+
+    wait_until("the refusal to be quarantined", || {
+        let env = &env;
+        async move { !env.quarantine().await.is_empty() }
+    })
+    .await;
+    // The stack's ingest has had time to retry a failing message (visibility 1 s) into the DLQ.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let entries = env.quarantine().await;
+    assert_eq!(entries.len(), 1, "one quarantine entry: {entries:?}");
+    let entry = &entries[0];
+    assert_eq!(entry.reason_code, "invalid_price");
+    assert!(
+        entry.message.len() <= 2048,
+        "the message is capped: {} bytes",
+        entry.message.len()
+    );
+    assert!(entry.message.contains("truncated"), "{}", entry.message);
+    let evidence = env.read_object(&entry.evidence_key).await;
+    assert!(
+        evidence.windows(huge.len()).any(|w| w == huge.as_bytes()),
+        "the full literal is kept in the rejected artifact"
+    );
+    assert_eq!(
+        env.queue_depth("IngestDLQ").await,
+        (0, 0),
+        "nothing in the DLQ"
+    );
+    assert!(env.observations().await.is_empty());
+
+    // The operator reads it through the ops route.
+    let (status, list) = call(
+        "GET",
+        format!("{}/v1/quarantine", stack.base_url()),
+        vec![("authorization".into(), format!("Bearer {OPERATOR}"))],
+        vec![],
+    )
+    .await;
+    assert_eq!(status, 200, "{list}");
+    stack.stop().await;
+}
