@@ -1,7 +1,7 @@
 //! Issue 11: what would bite in a real AWS account — poison input that outgrows DynamoDB's item
 //! limit, artifact links, credentials — checked through the running local stack.
 
-use crate::intake::{call, signed_headers, OPERATOR, SECRET};
+use crate::intake::{call, signed_headers, OPERATOR, READER, SECRET};
 use acceptance::*;
 use serde_json::json;
 
@@ -68,5 +68,106 @@ async fn a_signed_row_with_a_500_kb_field_is_quarantined_once_and_nothing_reache
     )
     .await;
     assert_eq!(status, 200, "{list}");
+    stack.stop().await;
+}
+
+/// An artifact link downloads as an attachment with an allowlisted content type, and no
+/// response that carries links or evidence may be cached.
+#[tokio::test(flavor = "multi_thread")]
+async fn artifact_links_download_as_attachments_and_evidence_is_never_cached() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    let base = stack.base_url();
+    let body = serde_json::to_vec(&json!({
+        "specversion": "1.0", "id": "evt-link", "source": "urn:acme:events",
+        "type": "offer.snapshot", "time": "2026-11-29T08:00:00Z",
+        "data": {"offers": [{"sku": "EV-LINK", "quantity": 3, "unit": "each",
+                             "price": "12.00", "currency": "EUR"}]}
+    }))
+    .unwrap();
+    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
+    let (status, _) = call(
+        "POST",
+        format!("{base}/v1/webhooks/acme-events"),
+        signed_headers(SECRET, "msg-link", now, &body),
+        body,
+    )
+    .await;
+    assert_eq!(status, 202);
+    wait_until("the observation", || {
+        let env = &env;
+        async move { !env.observations().await.is_empty() }
+    })
+    .await;
+    let observation = env.observations().await.remove(0);
+    let bearer = |token: &str| vec![("authorization".to_owned(), format!("Bearer {token}"))];
+
+    let (status, headers, _) =
+        get_with_headers(format!("{base}/v1/items/EV-LINK/offers"), bearer(READER)).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        headers.get("cache-control").map(String::as_str),
+        Some("no-store")
+    );
+
+    let (status, headers, link) = get_with_headers(
+        format!(
+            "{base}/v1/observations/{}/artifact",
+            observation.observation_id
+        ),
+        bearer(OPERATOR),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        headers.get("cache-control").map(String::as_str),
+        Some("no-store")
+    );
+    let link: serde_json::Value = serde_json::from_slice(&link).unwrap();
+    let url = link["url"].as_str().unwrap().to_owned();
+    assert!(
+        url.contains("response-content-disposition=attachment"),
+        "{url}"
+    );
+    assert!(
+        url.contains("response-content-type=application%2Fjson"),
+        "{url}"
+    );
+    let (status, headers, bytes) = get_with_headers(url, Vec::new()).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        feedsafe::domain::hashing::sha256_hex(&bytes),
+        observation.artifact_sha256
+    );
+    assert!(
+        headers
+            .get("content-disposition")
+            .is_some_and(|d| d.starts_with("attachment")),
+        "{headers:?}"
+    );
+    assert_eq!(
+        headers.get("content-type").map(String::as_str),
+        Some("application/json")
+    );
+
+    // An artifact that is gone (here: deleted behind the system's back) is a clear 404 with
+    // a stable code, not a link that fails later.
+    env.clients
+        .s3
+        .delete_object()
+        .bucket(&env.bucket)
+        .key(&observation.artifact_key)
+        .send()
+        .await
+        .unwrap();
+    let (status, _, answer) = get_with_headers(
+        format!(
+            "{base}/v1/observations/{}/artifact",
+            observation.observation_id
+        ),
+        bearer(OPERATOR),
+    )
+    .await;
+    assert_eq!(status, 404, "{}", String::from_utf8_lossy(&answer));
     stack.stop().await;
 }

@@ -1067,15 +1067,38 @@ pub async fn call(
 
 /// (status, bytes) of an unauthenticated GET (a presigned link).
 pub async fn get_bytes(url: String) -> (u16, Vec<u8>) {
+    let (status, _, bytes) = get_with_headers(url, Vec::new()).await;
+    (status, bytes)
+}
+
+/// (status, response headers with lower-cased names, bytes) of a GET with `headers`.
+pub async fn get_with_headers(
+    url: String,
+    headers: Vec<(String, String)>,
+) -> (u16, std::collections::BTreeMap<String, String>, Vec<u8>) {
     tokio::task::spawn_blocking(move || {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .build()
             .into();
-        let mut response = agent.get(&url).call().expect("request sent");
+        let mut request = agent.get(&url);
+        for (name, value) in &headers {
+            request = request.header(name, value);
+        }
+        let mut response = request.call().expect("request sent");
         let status = response.status().as_u16();
+        let names = response
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_ascii_lowercase(),
+                    v.to_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
         let bytes = response.body_mut().read_to_vec().unwrap_or_default();
-        (status, bytes)
+        (status, names, bytes)
     })
     .await
     .unwrap()

@@ -150,14 +150,19 @@ fn webhook_request_from_apigw(
     })
 }
 
-/// An API Gateway response with the JSON body of `response`.
+/// An API Gateway response with the JSON body of `response`. Never cacheable
+/// (`Cache-Control: no-store`): every answer carries evidence, provenance, presigned links or
+/// a tenant's state, none of which a shared cache or a browser may keep.
 fn apigw_response(response: HttpResponse) -> ApiGatewayV2httpResponse {
+    use aws_lambda_events::http::{header, HeaderValue};
     let mut out = ApiGatewayV2httpResponse::default();
     out.status_code = i64::from(response.status);
     out.headers.insert(
-        aws_lambda_events::http::header::CONTENT_TYPE,
-        aws_lambda_events::http::HeaderValue::from_static("application/json"),
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
     );
+    out.headers
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     out.body = Some(aws_lambda_events::encodings::Body::Text(response.body));
     out
 }

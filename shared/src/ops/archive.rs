@@ -67,18 +67,75 @@ impl RawArchive {
         }
     }
 
-    /// A presigned `GET` for `key`, valid for `PRESIGN_SECONDS`.
-    pub async fn presign(&self, key: &str) -> Result<String, anyhow::Error> {
+    /// A presigned `GET` for `key`, valid for `PRESIGN_SECONDS`, that downloads as an
+    /// attachment (`Content-Disposition: attachment`) with `content_type` if it is one of
+    /// [`DOWNLOAD_CONTENT_TYPES`], else `application/octet-stream`, and `no-store`: a supplier's
+    /// literal bytes never render in the browser of whoever clicks the link, whatever type
+    /// the supplier declared.
+    pub async fn presign(
+        &self,
+        key: &str,
+        content_type: Option<&str>,
+    ) -> Result<String, anyhow::Error> {
         let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(Duration::from_secs(
             PRESIGN_SECONDS,
         ))?;
+        let name = key.rsplit('/').next().unwrap_or("artifact");
         let request = self
             .client
             .get_object()
             .bucket(self.bucket())
             .key(key)
+            .response_content_disposition(format!("attachment; filename=\"{name}\""))
+            .response_content_type(download_content_type(content_type))
+            .response_cache_control("no-store")
             .presigned(config)
             .await?;
         Ok(request.uri().to_owned())
+    }
+}
+
+/// The content types an artifact link may declare; anything else downloads as
+/// `application/octet-stream`.
+pub const DOWNLOAD_CONTENT_TYPES: [&str; 5] = [
+    "application/json",
+    "application/cloudevents+json",
+    "application/x-ndjson",
+    "text/csv",
+    "text/plain",
+];
+
+/// `declared` without parameters, if allowlisted; else `application/octet-stream`.
+pub fn download_content_type(declared: Option<&str>) -> &'static str {
+    let essence = declared
+        .and_then(|t| t.split(';').next())
+        .map(|t| t.trim().to_ascii_lowercase());
+    DOWNLOAD_CONTENT_TYPES
+        .into_iter()
+        .find(|allowed| essence.as_deref() == Some(*allowed))
+        .unwrap_or("application/octet-stream")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::download_content_type;
+
+    #[test]
+    fn only_allowlisted_content_types_reach_a_download() {
+        assert_eq!(
+            download_content_type(Some("application/json")),
+            "application/json"
+        );
+        assert_eq!(
+            download_content_type(Some("Text/CSV; charset=utf-8")),
+            "text/csv"
+        );
+        for declared in [Some("text/html"), Some("image/svg+xml"), Some(""), None] {
+            assert_eq!(
+                download_content_type(declared),
+                "application/octet-stream",
+                "{declared:?}"
+            );
+        }
     }
 }

@@ -40,8 +40,22 @@ impl OpsService {
         Ok((200, body))
     }
 
+    /// A presigned link to `key`, after checking the object is there: a missing artifact
+    /// answers 404 now rather than a link that fails when clicked.
     pub(super) async fn artifact_link(&self, key: &str, sha256: &str, of: Value) -> OpsResult {
-        let url = self.archive.presign(key).await.map_err(OpsError::archive)?;
+        let object = self
+            .archive
+            .head(key)
+            .await
+            .map_err(OpsError::archive)?
+            .ok_or_else(|| {
+                OpsError::NotFound(format!("raw artifact {key} is not in the archive"))
+            })?;
+        let url = self
+            .archive
+            .presign(key, object.content_type.as_deref())
+            .await
+            .map_err(OpsError::archive)?;
         Ok((
             200,
             json!({
