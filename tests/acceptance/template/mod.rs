@@ -4,6 +4,7 @@
 //! policies), `retention` (lifecycle rules of the raw bucket), `deploy` (parameters, samconfig,
 //! log groups, alarms), `functions` (asynchronous invocation, JSON logs).
 
+mod deploy;
 mod functions;
 mod privilege;
 mod resources;

@@ -18,6 +18,8 @@ const INSTANT_RETRIEVAL_CLASSES: [&str; 2] = ["GLACIER_IR", "STANDARD_IA"];
 /// S3 refuses a transition to STANDARD_IA earlier than 30 days after creation.
 const MIN_TRANSITION_DAYS: i64 = 30;
 
+/// Lifecycle properties that delete object versions. `ExpiredObjectDeleteMarker` is not one:
+/// it removes only delete markers with no version left behind them.
 const EXPIRING_PROPERTIES: [&str; 4] = [
     "ExpirationInDays",
     "ExpirationDate",
@@ -175,21 +177,4 @@ fn claim_checked_bodies_still_expire_but_only_after_the_queue_is_done_with_them(
             );
         }
     }
-}
-
-#[test]
-fn the_dedup_horizon_parameter_cannot_go_below_one_day_nor_below_queue_retention() {
-    let document = template_document();
-    let horizon = &document["Parameters"]["DedupHorizonDays"];
-    assert_eq!(horizon["Type"].as_str(), Some("Number"));
-    let least = horizon["MinValue"]
-        .as_i64()
-        .expect("DedupHorizonDays has a MinValue");
-    assert!(least >= 1, "a horizon below one day can be deployed");
-    assert!(
-        least * 86_400 > longest_queue_retention_seconds(&document),
-        "a horizon of {least} days does not outlive the queues' message retention"
-    );
-    let default = horizon["Default"].as_i64().expect("a numeric default");
-    assert!(default >= least);
 }
