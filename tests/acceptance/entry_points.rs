@@ -240,7 +240,7 @@ impl World {
         PullService::new(
             self.connectors(cache),
             self.store.clone(),
-            Arc::new(HttpExportSource::new()),
+            Arc::new(HttpExportSource::allowing_loopback_http()),
             self.queue.clone(),
             self.claims(),
             Arc::new(SystemClock),

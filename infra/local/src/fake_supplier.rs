@@ -375,6 +375,7 @@ mod tests {
                 run_deadline_seconds: 900,
                 page_timeout_ms: 2000,
                 max_attempts,
+                allowed_hosts: Vec::new(),
             }),
         }
     }
@@ -611,7 +612,7 @@ mod tests {
         supplier.lose_response("acme-eu", 2, 1);
         let h = Harness::new(
             vec![acme_eu(&supplier.url("acme-eu"), 1)],
-            Arc::new(HttpExportSource::new()),
+            Arc::new(HttpExportSource::allowing_loopback_http()),
         );
         let acme = ConnectorId::parse("acme-eu").unwrap();
 
@@ -646,7 +647,7 @@ mod tests {
         supplier.fail_page("acme-eu", 3, u32::MAX);
         let h = Harness::new(
             vec![acme_eu(&supplier.url("acme-eu"), 3)],
-            Arc::new(HttpExportSource::new()),
+            Arc::new(HttpExportSource::allowing_loopback_http()),
         );
         let report = h
             .service
@@ -666,7 +667,10 @@ mod tests {
         let url = supplier.url("acme-eu");
         drop(supplier);
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let h = Harness::new(vec![acme_eu(&url, 2)], Arc::new(HttpExportSource::new()));
+        let h = Harness::new(
+            vec![acme_eu(&url, 2)],
+            Arc::new(HttpExportSource::allowing_loopback_http()),
+        );
         let err = h
             .service
             .run_connector(&ConnectorId::parse("acme-eu").unwrap())
@@ -677,7 +681,7 @@ mod tests {
                 err,
                 feedsafe::intake::poller::PullError::FirstPage {
                     attempts: 2,
-                    error: feedsafe::intake::poller::FetchError::Transport(_)
+                    error: feedsafe::intake::poller::FetchError::Transport
                 }
             ),
             "{err}"

@@ -310,7 +310,7 @@ pub async fn start_stack(
     let pull = Arc::new(PullService::new(
         evidence.clone(),
         evidence.clone(),
-        Arc::new(HttpExportSource::default()),
+        Arc::new(HttpExportSource::allowing_loopback_http()),
         queue.clone(),
         claims.clone(),
         clock.clone(),

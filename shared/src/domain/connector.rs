@@ -103,6 +103,10 @@ pub struct PullSettings {
     /// Attempts per page before the page is reported as failed.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
+    /// When not empty, the only hosts the export URL and its redirects may name (exact,
+    /// case-insensitive). Every address rule of the poller holds as well.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
 }
 
 pub const DEFAULT_RUN_DEADLINE_SECONDS: u64 = 900;
@@ -254,6 +258,7 @@ mod tests {
                 run_deadline_seconds: DEFAULT_RUN_DEADLINE_SECONDS,
                 page_timeout_ms: DEFAULT_PAGE_TIMEOUT_MS,
                 max_attempts: DEFAULT_MAX_ATTEMPTS,
+                allowed_hosts: Vec::new(),
             }),
         }
     }

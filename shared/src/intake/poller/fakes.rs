@@ -28,6 +28,7 @@ pub fn acme_eu(export_url: &str, max_attempts: u32) -> ConnectorConfig {
             run_deadline_seconds: 900,
             page_timeout_ms: 2000,
             max_attempts,
+            allowed_hosts: Vec::new(),
         }),
     }
 }

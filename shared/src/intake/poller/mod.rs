@@ -45,9 +45,14 @@ pub enum FetchError {
     /// The export answered with a status outside 2xx.
     #[error("export answered HTTP {0}")]
     Status(u16),
-    /// No answer: connection refused, timeout, TLS or protocol failure.
-    #[error("export request failed: {0}")]
-    Transport(String),
+    /// No answer: connection refused, timeout, TLS or protocol failure. The detail is logged,
+    /// never returned: an ops caller must not learn what the network looks like from inside.
+    #[error("export_unreachable: the export did not answer")]
+    Transport,
+    /// Not sent: the URL or a redirect is not https to a public address of an allowed host
+    /// (`HttpExportSource`); the reason is logged only.
+    #[error("export_refused: the export URL must be https to a public address of an allowed host, without redirects to another host")]
+    Refused,
     /// The page is larger than `MAX_EXPORT_PAGE_BYTES`.
     #[error("export page is larger than {0} bytes")]
     TooLarge(u64),
@@ -58,8 +63,8 @@ impl FetchError {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Status(code) => *code >= 500 || *code == 408 || *code == 429,
-            Self::Transport(_) => true,
-            Self::TooLarge(_) => false,
+            Self::Transport => true,
+            Self::Refused | Self::TooLarge(_) => false,
         }
     }
 }
@@ -69,64 +74,6 @@ impl FetchError {
 pub trait ExportSource: Send + Sync {
     /// The body of `GET {export_url}?page={page}`.
     async fn fetch_page(&self, settings: &PullSettings, page: u32) -> Result<Vec<u8>, FetchError>;
-}
-
-/// `ExportSource` over HTTP(S) (ureq with rustls, run on the blocking pool). Sends no
-/// credential: `credential_ref` is recorded with the run, resolving it is the caller's concern.
-#[derive(Debug, Clone)]
-pub struct HttpExportSource {
-    agent: ureq::Agent,
-}
-
-impl HttpExportSource {
-    pub fn new() -> Self {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .user_agent("feedsafe-poller")
-            .build()
-            .new_agent();
-        Self { agent }
-    }
-}
-
-impl Default for HttpExportSource {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[async_trait]
-impl ExportSource for HttpExportSource {
-    async fn fetch_page(&self, settings: &PullSettings, page: u32) -> Result<Vec<u8>, FetchError> {
-        let agent = self.agent.clone();
-        let url = settings.export_url.clone();
-        let timeout = Duration::from_millis(settings.page_timeout_ms.max(1));
-        tokio::task::spawn_blocking(move || {
-            let mut response = agent
-                .get(&url)
-                .query("page", page.to_string())
-                .config()
-                .timeout_global(Some(timeout))
-                .build()
-                .call()
-                .map_err(|e| FetchError::Transport(e.to_string()))?;
-            let status = response.status().as_u16();
-            if !(200..300).contains(&status) {
-                return Err(FetchError::Status(status));
-            }
-            response
-                .body_mut()
-                .with_config()
-                .limit(MAX_EXPORT_PAGE_BYTES)
-                .read_to_vec()
-                .map_err(|e| match e {
-                    ureq::Error::BodyExceedsLimit(_) => FetchError::TooLarge(MAX_EXPORT_PAGE_BYTES),
-                    other => FetchError::Transport(other.to_string()),
-                })
-        })
-        .await
-        .map_err(|e| FetchError::Transport(format!("fetch task failed: {e}")))?
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -504,6 +451,9 @@ fn first_page_header(body: &[u8]) -> Result<(String, u32), PullError> {
 }
 
 /// In-memory fakes of the poller's ports, for unit tests here and in `crate::intake::drops`.
+mod http_source;
+pub use http_source::HttpExportSource;
+
 #[cfg(test)]
 pub(crate) mod fakes;
 
