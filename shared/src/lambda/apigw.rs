@@ -12,7 +12,12 @@ use crate::protocols::query::{Principal, QueryService};
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use std::collections::HashMap;
 
-/// Tenant and scopes from the API Gateway JWT authorizer (claim `tenant`, token scopes).
+/// Tenant and scopes from the API Gateway JWT authorizer: the tenant is the `tenant` claim,
+/// which the identity provider MUST set from its own records (a client-credentials app's
+/// attribute, never a user-editable profile field): whoever can change it reads and operates
+/// on another tenant's data. Scopes are the authorizer's `scopes`, the `scope` claim
+/// (space-separated) and the `scp` claim (a string, or an array, which API Gateway hands
+/// over as `[a b]`).
 pub fn principal_from_apigw(request: &ApiGatewayV2httpRequest) -> Option<Principal> {
     let jwt = request.request_context.authorizer.as_ref()?.jwt.as_ref()?;
     let tenant = jwt
@@ -20,8 +25,16 @@ pub fn principal_from_apigw(request: &ApiGatewayV2httpRequest) -> Option<Princip
         .get("tenant")
         .and_then(|t| TenantId::parse(t).ok())?;
     let mut scopes: Vec<String> = jwt.scopes.clone().unwrap_or_default();
-    if let Some(scope) = jwt.claims.get("scope") {
-        scopes.extend(scope.split(' ').map(str::to_owned));
+    for claim in ["scope", "scp"] {
+        if let Some(value) = jwt.claims.get(claim) {
+            let listed = value.trim().trim_start_matches('[').trim_end_matches(']');
+            for scope in listed.split([' ', ',']) {
+                let scope = scope.trim().trim_matches('"');
+                if !scope.is_empty() && !scopes.iter().any(|s| s == scope) {
+                    scopes.push(scope.to_owned());
+                }
+            }
+        }
     }
     let subject = jwt.claims.get("sub").cloned();
     Some(Principal {
@@ -182,6 +195,45 @@ mod tests {
             }
         }))
         .expect("an API Gateway v2 request")
+    }
+
+    fn with_claims(claims: serde_json::Value) -> ApiGatewayV2httpRequest {
+        serde_json::from_value(serde_json::json!({
+            "version": "2.0",
+            "rawPath": "/v1/quarantine",
+            "requestContext": {
+                "http": {"method": "GET", "path": "/v1/quarantine"},
+                "authorizer": {"jwt": {"claims": claims, "scopes": null}}
+            }
+        }))
+        .expect("an API Gateway v2 request")
+    }
+
+    /// The contract says scopes come in `scope` or `scp`; API Gateway hands an array claim
+    /// over as `[a b]`, a string one as it is.
+    #[test]
+    fn scopes_are_read_from_scope_and_from_scp() {
+        for (claims, expected) in [
+            (
+                serde_json::json!({"tenant": "demo", "scp": "ops:write"}),
+                vec!["ops:write"],
+            ),
+            (
+                serde_json::json!({"tenant": "demo", "scp": "[offers:read ops:write]"}),
+                vec!["offers:read", "ops:write"],
+            ),
+            (
+                serde_json::json!({"tenant": "demo", "scope": "offers:read", "scp": "[ops:write]"}),
+                vec!["offers:read", "ops:write"],
+            ),
+            (
+                serde_json::json!({"tenant": "demo", "scp": "[\"offers:read\",\"ops:write\"]"}),
+                vec!["offers:read", "ops:write"],
+            ),
+        ] {
+            let principal = principal_from_apigw(&with_claims(claims.clone())).unwrap();
+            assert_eq!(principal.scopes, expected, "{claims}");
+        }
     }
 
     #[test]
