@@ -3,7 +3,7 @@
 use std::fmt;
 
 pub const USAGE: &str = "\
-usage: opsctl [--endpoint URL] [--token T] [--json] COMMAND
+usage: opsctl [--endpoint URL] [--token-stdin] [--json] COMMAND
 
 commands:
   quarantine list [--status open|accepting|accepted|rejected|all]
@@ -28,8 +28,12 @@ commands:
   dlq redrive [--dlq URL --queue URL] move every ingest DLQ message back to the ingest queue
   help
 
-defaults: endpoint FEEDSAFE_ENDPOINT, else `http` in .local/stack.json, else http://127.0.0.1:8790;
-          token FEEDSAFE_TOKEN, else the local operator sample token.";
+defaults: endpoint FEEDSAFE_ENDPOINT, else `http` in the repository's .local/stack.json
+          (or FEEDSAFE_STACK_FILE), else http://127.0.0.1:8790; https is required except
+          to a loopback address (the local stack).
+token:    --token-stdin reads it from the first line of standard input, else FEEDSAFE_TOKEN,
+          else (loopback endpoint only) the local operator sample token. Never a flag: a
+          command line is visible to every user of the machine.";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolution {
@@ -93,7 +97,8 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GlobalOptions {
     pub endpoint: Option<String>,
-    pub token: Option<String>,
+    /// `--token-stdin`: the token is the first line of standard input.
+    pub token_stdin: bool,
     pub json: bool,
 }
 
@@ -168,9 +173,15 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
         };
         let takes_value = matches!(
             name.as_str(),
-            "endpoint" | "token" | "status" | "accept-as" | "reason" | "dlq" | "queue" | "account"
+            "endpoint" | "status" | "accept-as" | "reason" | "dlq" | "queue" | "account"
         );
-        let is_switch = matches!(name.as_str(), "json" | "reject" | "help");
+        if name == "token" {
+            return Err(usage(
+                "--token is not accepted: a command line is visible to every user of the machine; \
+                 set FEEDSAFE_TOKEN or pipe the token to --token-stdin",
+            ));
+        }
+        let is_switch = matches!(name.as_str(), "json" | "reject" | "help" | "token-stdin");
         if !takes_value && !is_switch {
             return Err(usage(format!("unknown option --{name}")));
         }
@@ -191,7 +202,7 @@ pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
         };
         match name.as_str() {
             "endpoint" => global.endpoint = value,
-            "token" => global.token = value,
+            "token-stdin" => global.token_stdin = true,
             "json" => global.json = true,
             _ => flags.push((name, value)),
         }

@@ -2,7 +2,7 @@
 //! ingest dead-letter queue.
 //!
 //! ```text
-//! opsctl [--endpoint URL] [--token T] [--json] COMMAND
+//! opsctl [--endpoint URL] [--token-stdin] [--json] COMMAND
 //!   quarantine list [--status open|accepting|accepted|rejected|all]
 //!   quarantine show ID
 //!   quarantine resolve ID --reject --reason R
@@ -20,9 +20,11 @@
 //! ```
 //!
 //! Defaults: the endpoint is `FEEDSAFE_ENDPOINT`, else `http` from the local stack's
-//! `.local/stack.json` (found from the current directory upwards, or `FEEDSAFE_STACK_FILE`),
-//! else `http://127.0.0.1:8790`; the token is `FEEDSAFE_TOKEN`, else the local operator's sample
-//! token. `dlq redrive` talks to SQS directly: with `--dlq/--queue` (or `INGEST_DLQ_URL` and
+//! `.local/stack.json` (in the repository opsctl was built from, or `FEEDSAFE_STACK_FILE`),
+//! else `http://127.0.0.1:8790`; https is required except to a loopback address. The token is
+//! the first line of standard input with `--token-stdin`, else `FEEDSAFE_TOKEN`, else (loopback
+//! endpoints only) the local operator's sample token; there is no token flag, since a command
+//! line is visible in `ps`. `dlq redrive` talks to SQS directly: with `--dlq/--queue` (or `INGEST_DLQ_URL` and
 //! `INGEST_QUEUE_URL`) through the standard AWS environment, else with the local stack's queues
 //! and moto endpoint from `.local/stack.json`.
 
@@ -53,12 +55,17 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Applies the defaults: flags, then the environment (`env`), then the local stack file.
+    /// Applies the defaults: flags, then the environment (`env`), then the local stack file;
+    /// the token from `stdin_token` (`--token-stdin`), then `FEEDSAFE_TOKEN`, then, for a
+    /// loopback endpoint only, the local sample token. Refuses plain http to anything but a
+    /// loopback address (the token would cross the network in clear) and a missing token for
+    /// a remote endpoint.
     pub fn resolve(
         global: &GlobalOptions,
         env: impl Fn(&str) -> Option<String>,
         stack: Option<Value>,
-    ) -> Self {
+        stdin_token: Option<String>,
+    ) -> Result<Self, String> {
         let endpoint = global
             .endpoint
             .clone()
@@ -70,29 +77,72 @@ impl Settings {
                     .map(str::to_owned)
             })
             .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
-        let token = global
-            .token
-            .clone()
-            .or_else(|| env("FEEDSAFE_TOKEN").filter(|t| !t.is_empty()))
-            .unwrap_or_else(|| LOCAL_OPERATOR_TOKEN.to_owned());
-        Self {
-            endpoint: endpoint.trim_end_matches('/').to_owned(),
+        let endpoint = endpoint.trim_end_matches('/').to_owned();
+        let loopback = check_endpoint(&endpoint)?;
+        let token = stdin_token
+            .or_else(|| env("FEEDSAFE_TOKEN"))
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty());
+        let token = match token {
+            Some(token) => token,
+            None if loopback => LOCAL_OPERATOR_TOKEN.to_owned(),
+            None => {
+                return Err(format!(
+                    "no token for {endpoint}: set FEEDSAFE_TOKEN or pipe it to --token-stdin"
+                ))
+            }
+        };
+        Ok(Self {
+            endpoint,
             token,
             json: global.json,
             stack,
-        }
+        })
     }
 }
 
-/// `.local/stack.json` from `FEEDSAFE_STACK_FILE`, or the first found from `start` upwards.
-pub fn find_stack_file(start: &Path, env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+/// `Ok(true)` for a loopback endpoint (`localhost`, 127.0.0.0/8, `::1`), `Ok(false)` for an
+/// https one elsewhere; plain http elsewhere (or anything else) is refused.
+pub fn check_endpoint(endpoint: &str) -> Result<bool, String> {
+    let (scheme, rest) = endpoint
+        .split_once("://")
+        .ok_or_else(|| format!("endpoint {endpoint:?} is not an http(s) URL"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let host = if let Some(bracketed) = authority.strip_prefix('[') {
+        bracketed.split(']').next().unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or_default()
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match scheme.to_ascii_lowercase().as_str() {
+        "https" => Ok(loopback),
+        "http" if loopback => Ok(true),
+        "http" => Err(format!(
+            "refusing plain http to {host}: the token would cross the network in clear; \
+             use https (plain http is for the local stack on a loopback address only)"
+        )),
+        other => Err(format!("endpoint scheme {other:?} is not http(s)")),
+    }
+}
+
+/// The repository this opsctl was built from (`infra/opsctl/../..`).
+pub fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("..")
+}
+
+/// `.local/stack.json` from `FEEDSAFE_STACK_FILE`, else the one in `repository` (the
+/// repository opsctl was built from), if there is one. Never one found by walking up from the
+/// current directory: a `.local/stack.json` planted in a parent folder would name the endpoint
+/// the token is sent to.
+pub fn find_stack_file(repository: &Path, env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
     if let Some(path) = env("FEEDSAFE_STACK_FILE") {
         return Some(PathBuf::from(path));
     }
-    start
-        .ancestors()
-        .map(|dir| dir.join(".local").join("stack.json"))
-        .find(|p| p.is_file())
+    Some(repository.join(".local").join("stack.json")).filter(|p| p.is_file())
 }
 
 pub fn read_stack_file(path: &Path) -> Option<Value> {
@@ -710,11 +760,24 @@ pub fn main_with(args: &[String]) -> i32 {
         }
     };
     let env = |k: &str| std::env::var(k).ok();
-    let stack = std::env::current_dir()
-        .ok()
-        .and_then(|dir| find_stack_file(&dir, env))
-        .and_then(|p| read_stack_file(&p));
-    let settings = Settings::resolve(&invocation.global, env, stack);
+    let stack = find_stack_file(&repository_root(), env).and_then(|p| read_stack_file(&p));
+    let stdin_token = if invocation.global.token_stdin {
+        let mut line = String::new();
+        if let Err(e) = std::io::stdin().read_line(&mut line) {
+            eprintln!("opsctl: error: --token-stdin: {e}");
+            return 2;
+        }
+        Some(line)
+    } else {
+        None
+    };
+    let settings = match Settings::resolve(&invocation.global, env, stack, stdin_token) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("opsctl: error: {e}");
+            return 2;
+        }
+    };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match run(&invocation.command, &settings, &mut out) {

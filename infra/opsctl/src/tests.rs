@@ -12,11 +12,24 @@ fn parse(text: &str) -> Result<Invocation, UsageError> {
     parse_args(&args(text))
 }
 
+/// A token on the command line is visible to every user of the machine (`ps`, shell history):
+/// refused with a pointer to the environment variable and standard input.
+#[test]
+fn a_token_flag_is_refused() {
+    for text in ["--token T quarantine list", "quarantine list --token=T"] {
+        let error = parse(text).unwrap_err().to_string();
+        assert!(
+            error.contains("FEEDSAFE_TOKEN") && error.contains("--token-stdin"),
+            "{error}"
+        );
+    }
+}
+
 #[test]
 fn commands_parse_with_global_options_anywhere() {
-    let inv = parse("--endpoint http://x:1 quarantine list --status all --token T").unwrap();
+    let inv = parse("--endpoint http://x:1 quarantine list --status all --token-stdin").unwrap();
     assert_eq!(inv.global.endpoint.as_deref(), Some("http://x:1"));
-    assert_eq!(inv.global.token.as_deref(), Some("T"));
+    assert!(inv.global.token_stdin);
     assert_eq!(
         inv.command,
         Command::QuarantineList {
@@ -114,26 +127,86 @@ fn unknown_commands_and_misplaced_options_are_usage_errors() {
 fn defaults_come_from_flags_then_environment_then_the_stack_file() {
     let stack = serde_json::json!({"http": "http://127.0.0.1:9999"});
     let none = |_: &str| None;
-    let s = Settings::resolve(&GlobalOptions::default(), none, Some(stack.clone()));
+    let resolve = |global: &GlobalOptions, env: &dyn Fn(&str) -> Option<String>, stack, stdin| {
+        Settings::resolve(global, env, stack, stdin).unwrap()
+    };
+    let s = resolve(&GlobalOptions::default(), &none, Some(stack.clone()), None);
     assert_eq!(
         (s.endpoint.as_str(), s.token.as_str()),
         ("http://127.0.0.1:9999", LOCAL_OPERATOR_TOKEN)
     );
-    let s = Settings::resolve(&GlobalOptions::default(), none, None);
+    let s = resolve(&GlobalOptions::default(), &none, None, None);
     assert_eq!(s.endpoint, DEFAULT_ENDPOINT);
     let env = |k: &str| (k == "FEEDSAFE_TOKEN").then(|| "from-env".to_owned());
-    let s = Settings::resolve(&GlobalOptions::default(), env, Some(stack));
+    let s = resolve(&GlobalOptions::default(), &env, Some(stack), None);
     assert_eq!(s.token, "from-env");
     let flags = GlobalOptions {
-        endpoint: Some("http://h:1/".into()),
-        token: Some("flag".into()),
+        endpoint: Some("https://ops.example.com/".into()),
+        token_stdin: true,
         json: false,
     };
-    let s = Settings::resolve(&flags, env, None);
+    let s = resolve(&flags, &env, None, Some("from-stdin\n".into()));
     assert_eq!(
         (s.endpoint.as_str(), s.token.as_str()),
-        ("http://h:1", "flag")
+        ("https://ops.example.com", "from-stdin")
     );
+}
+
+/// Plain http only to a loopback address; a remote endpoint needs a real token.
+#[test]
+fn plain_http_to_a_remote_endpoint_and_a_missing_remote_token_are_refused() {
+    let none = |_: &str| None;
+    let token = |k: &str| (k == "FEEDSAFE_TOKEN").then(|| "t".to_owned());
+    let at = |endpoint: &str| GlobalOptions {
+        endpoint: Some(endpoint.into()),
+        ..GlobalOptions::default()
+    };
+    for remote in [
+        "http://ops.example.com",
+        "http://10.0.0.5:8790",
+        "http://127.0.0.1.evil.example",
+        "http://user@ops.example.com",
+        "ftp://127.0.0.1",
+    ] {
+        let error = Settings::resolve(&at(remote), token, None, None).unwrap_err();
+        assert!(error.contains("http"), "{remote}: {error}");
+    }
+    for local in [
+        "http://127.0.0.1:8790",
+        "http://localhost:1",
+        "http://[::1]:8790",
+    ] {
+        assert!(
+            Settings::resolve(&at(local), none, None, None).is_ok(),
+            "{local}"
+        );
+    }
+    let error = Settings::resolve(&at("https://ops.example.com"), none, None, None).unwrap_err();
+    assert!(error.contains("FEEDSAFE_TOKEN"), "{error}");
+    assert!(Settings::resolve(&at("https://ops.example.com"), token, None, None).is_ok());
+}
+
+/// The stack file is the repository's (or FEEDSAFE_STACK_FILE), never one in a parent folder.
+#[test]
+fn the_stack_file_is_looked_up_in_the_repository_only() {
+    let dir = std::env::temp_dir().join(format!("opsctl-stack-{}", std::process::id()));
+    let repository = dir.join("repo");
+    std::fs::create_dir_all(dir.join(".local")).unwrap();
+    std::fs::create_dir_all(&repository).unwrap();
+    std::fs::write(dir.join(".local").join("stack.json"), "{}").unwrap();
+    let none = |_: &str| None;
+    assert_eq!(
+        find_stack_file(&repository, none),
+        None,
+        "a parent's file is not used"
+    );
+    std::fs::create_dir_all(repository.join(".local")).unwrap();
+    std::fs::write(repository.join(".local").join("stack.json"), "{}").unwrap();
+    assert_eq!(
+        find_stack_file(&repository, none),
+        Some(repository.join(".local").join("stack.json"))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -151,7 +224,8 @@ fn redrive_queues_come_from_the_local_stack_file() {
         "moto_endpoint": "http://127.0.0.1:2",
         "queues": {"IngestDLQ": {"url": "http://127.0.0.1:2/1/dlq"}, "IngestQueue": {"url": "http://127.0.0.1:2/1/q"}}
     });
-    let settings = Settings::resolve(&GlobalOptions::default(), |_| None, Some(stack));
+    let settings =
+        Settings::resolve(&GlobalOptions::default(), |_| None, Some(stack), None).unwrap();
     let target = redrive_target(Some("A"), Some("B"), &settings).unwrap();
     assert_eq!(
         (target.dlq.as_str(), target.queue.as_str(), target.local),
