@@ -263,6 +263,7 @@ impl World {
         WebhookService::new(
             self.connectors(Duration::from_secs(30)),
             Arc::new(SecretsManagerSecrets::new(self.secrets_client(), prefix)),
+            self.store.clone(),
             self.queue.clone(),
             self.claims(),
             clock,

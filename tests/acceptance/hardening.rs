@@ -171,3 +171,63 @@ async fn artifact_links_download_as_attachments_and_evidence_is_never_cached() {
     assert_eq!(status, 404, "{}", String::from_utf8_lossy(&answer));
     stack.stop().await;
 }
+
+/// A signature does not name its connector, so a secret on two connectors would let a delivery
+/// signed for one be replayed into the other. The first connector to use a secret owns it;
+/// the second is refused with that secret (and says why in the log), while its own secret
+/// still works.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signing_secret_on_two_connectors_signs_for_the_first_only() {
+    let env = spawn_env(true).await;
+    let dir = std::env::temp_dir().join(format!(
+        "feedsafe-shared-secret-{}-{}",
+        std::process::id(),
+        feedsafe::domain::timestamp::Timestamp::now().unix_seconds()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let own = "whsec_dGhlLXNlY29uZC1jb25uZWN0b3JzLW93bi1zZWNyZXQtbG9jYWw=";
+    let secrets = dir.join("secrets.json");
+    std::fs::write(
+        &secrets,
+        serde_json::to_vec(&json!({"acme-events": [SECRET], "acme-events-two": [SECRET, own]}))
+            .unwrap(),
+    )
+    .unwrap();
+    let stack = spawn_stack_with(&env, |o| o.secrets_file = secrets.clone()).await;
+    let mut second = local_stack::sample_connectors(&stack.supplier)
+        .unwrap()
+        .into_iter()
+        .find(|c| c.connector.as_str() == "acme-events")
+        .unwrap();
+    second.connector = feedsafe::domain::ids::ConnectorId::parse("acme-events-two").unwrap();
+    env.seed(&second).await;
+    let base = stack.base_url();
+    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
+    let event = |id: &str| {
+        serde_json::to_vec(&json!({
+            "specversion": "1.0", "id": id, "source": "urn:acme:events",
+            "type": "offer.snapshot", "time": "2026-11-29T08:00:00Z",
+            "data": {"offers": [{"sku": "EV-SHARED", "quantity": 1, "unit": "each",
+                                 "price": "1.00", "currency": "EUR"}]}
+        }))
+        .unwrap()
+    };
+    let post = |connector: &'static str, secret: &'static str, id: &'static str| {
+        let body = event(id);
+        let url = format!("{base}/v1/webhooks/{connector}");
+        async move { call("POST", url, signed_headers(secret, id, now, &body), body).await }
+    };
+
+    let (status, first) = post("acme-events", SECRET, "evt-a").await;
+    assert_eq!(status, 202, "{first}");
+    let (status, refused) = post("acme-events-two", SECRET, "evt-b").await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (401, Some("invalid_signature")),
+        "{refused}"
+    );
+    let (status, accepted) = post("acme-events-two", own, "evt-c").await;
+    assert_eq!(status, 202, "{accepted}");
+    stack.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -24,16 +24,15 @@ async fn main() -> Result<(), Error> {
     let raw_bucket = feedsafe::lambda::config::required("RAW_BUCKET")?;
     let secret_prefix = feedsafe::lambda::config::required("SIGNING_SECRET_PREFIX")?;
     let clients = AwsClients::from_env(false).await;
-    let connectors = CachedConnectors::new(
-        Arc::new(DynamoEvidenceStore::new(
-            clients.dynamodb.clone(),
-            evidence_table,
-        )),
-        Duration::from_secs(30),
-    );
+    let evidence = Arc::new(DynamoEvidenceStore::new(
+        clients.dynamodb.clone(),
+        evidence_table,
+    ));
+    let connectors = CachedConnectors::new(evidence.clone(), Duration::from_secs(30));
     let service = WebhookService::new(
         Arc::new(connectors),
         Arc::new(SecretsManagerSecrets::from_env(secret_prefix).await),
+        evidence,
         Arc::new(SqsDeliveryQueue::new(clients.sqs.clone(), ingest_queue_url)),
         Arc::new(S3ClaimStore::new(clients.s3.clone(), raw_bucket)),
         Arc::new(SystemClock),

@@ -336,6 +336,7 @@ pub async fn start_stack(
         webhook: Arc::new(WebhookService::new(
             evidence.clone(),
             Arc::new(LocalSecretsFile::load(&options.secrets_file)?),
+            evidence.clone(),
             queue.clone(),
             claims.clone(),
             clock.clone(),

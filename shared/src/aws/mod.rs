@@ -7,6 +7,7 @@ pub mod dynamo;
 pub mod evidence_reads;
 pub mod projection_table;
 pub mod s3;
+pub mod secret_owners;
 pub mod secrets;
 pub mod sqs;
 pub mod stream_records;

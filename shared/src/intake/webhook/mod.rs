@@ -21,7 +21,7 @@ mod signing;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use secrets::{LocalSecretsFile, SecretsFileError, SigningSecrets};
+pub use secrets::{LocalSecretsFile, SecretOwners, SecretsFileError, SigningSecrets};
 pub use service::{WebhookRequest, WebhookService};
 pub use signing::{
     sign, timestamp_is_fresh, verify_signature, SecretError, SigningSecret, Verification,

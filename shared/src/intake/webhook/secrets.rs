@@ -18,6 +18,21 @@ pub trait SigningSecrets: Send + Sync {
     ) -> Result<Vec<SigningSecret>, StoreError>;
 }
 
+/// Which connector owns a signing secret. A Standard Webhooks signature covers the message
+/// id, the timestamp and the body, not the connector: a secret configured on two connectors
+/// would let a delivery signed for one be posted to the other and stored under it. The first
+/// connector seen using a secret owns it; the webhook refuses the secret for any other.
+#[async_trait]
+pub trait SecretOwners: Send + Sync {
+    /// Records `connector` as the owner of the secret named `fingerprint` unless a connector
+    /// already is; returns the owner either way.
+    async fn claim_secret(
+        &self,
+        fingerprint: &str,
+        connector: &ConnectorId,
+    ) -> Result<ConnectorId, StoreError>;
+}
+
 /// Why a secrets file could not be loaded. Never carries secret values.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretsFileError {

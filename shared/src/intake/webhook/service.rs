@@ -1,7 +1,8 @@
 //! The webhook service: one request checked in a fixed order, its delivery identity, and the
 //! envelope on the ingest queue.
 
-use super::secrets::SigningSecrets;
+use super::secrets::{SecretOwners, SigningSecrets};
+use super::signing::SigningSecret;
 use super::signing::{timestamp_is_fresh, verify_signature, Verification};
 use crate::domain::connector::{ConnectorConfig, IdentityRule, PayloadFormat};
 use crate::domain::hashing::sha256_hex;
@@ -69,6 +70,9 @@ const INVALID_SIGNATURE: Refusal = refuse(
 pub struct WebhookService {
     connectors: Arc<dyn ConnectorDirectory>,
     secrets: Arc<dyn SigningSecrets>,
+    owners: Arc<dyn SecretOwners>,
+    /// Secret fingerprint -> owning connector, as recorded; ownership never changes.
+    known_owners: std::sync::Mutex<HashMap<String, ConnectorId>>,
     queue: Arc<dyn DeliveryQueue>,
     claims: Arc<dyn ClaimStore>,
     clock: Arc<dyn Clock>,
@@ -86,6 +90,7 @@ impl WebhookService {
     pub fn new(
         connectors: Arc<dyn ConnectorDirectory>,
         secrets: Arc<dyn SigningSecrets>,
+        owners: Arc<dyn SecretOwners>,
         queue: Arc<dyn DeliveryQueue>,
         claims: Arc<dyn ClaimStore>,
         clock: Arc<dyn Clock>,
@@ -93,6 +98,8 @@ impl WebhookService {
         Self {
             connectors,
             secrets,
+            owners,
+            known_owners: std::sync::Mutex::new(HashMap::new()),
             queue,
             claims,
             clock,
@@ -122,6 +129,53 @@ impl WebhookService {
                 HttpResponse::error(refusal.status, refusal.code, refusal.message)
             }
         }
+    }
+
+    /// The connector's secrets that no other connector owns. A secret another connector owns
+    /// is left out (a signature made with it may have been made for that connector), and the
+    /// operator is told, by fingerprint, in the log.
+    async fn owned_secrets(
+        &self,
+        connector: &ConnectorId,
+        secrets: Vec<SigningSecret>,
+    ) -> Result<Vec<SigningSecret>, Refusal> {
+        let mut owned = Vec::with_capacity(secrets.len());
+        for secret in secrets {
+            let fingerprint = secret.fingerprint();
+            let known = self
+                .known_owners
+                .lock()
+                .ok()
+                .and_then(|m| m.get(&fingerprint).cloned());
+            let owner = match known {
+                Some(owner) => owner,
+                None => {
+                    let owner = self
+                        .owners
+                        .claim_secret(&fingerprint, connector)
+                        .await
+                        .map_err(|e| {
+                            error!(connector = %connector, error = %e, "signing secret ownership unavailable");
+                            UNAVAILABLE
+                        })?;
+                    if let Ok(mut m) = self.known_owners.lock() {
+                        m.insert(fingerprint.clone(), owner.clone());
+                    }
+                    owner
+                }
+            };
+            if &owner == connector {
+                owned.push(secret);
+            } else {
+                error!(
+                    connector = %connector,
+                    owner = %owner,
+                    secret_fingerprint = %fingerprint,
+                    "signing secret is already the secret of another connector; it is refused here (a signature does not name its connector): give this connector its own secret"
+                );
+            }
+        }
+        Ok(owned)
     }
 
     async fn accept(&self, request: &WebhookRequest) -> Result<DeliveryKey, Refusal> {
@@ -185,6 +239,7 @@ impl WebhookService {
                 error!(connector = %connector_id, error = %e, "signing secrets unavailable");
                 UNAVAILABLE
             })?;
+        let secrets = self.owned_secrets(&connector_id, secrets).await?;
         if secrets.is_empty() {
             warn!(connector = %connector_id, "connector has no active signing secret");
         }

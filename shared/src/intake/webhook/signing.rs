@@ -42,6 +42,14 @@ impl SigningSecret {
         Ok(Self(key))
     }
 
+    /// A name for the secret that reveals nothing of it: 32 hex characters of sha256 over a
+    /// domain tag and the key (the key is random and long; the digest cannot be inverted).
+    /// Used to record which connector owns a secret.
+    pub fn fingerprint(&self) -> String {
+        let digest = crate::domain::hashing::sha256_fields(&[b"feedsafe-signing-secret", &self.0]);
+        crate::domain::hashing::hex(&digest[..16])
+    }
+
     fn mac(&self) -> HmacSha256 {
         // HMAC takes keys of any length; the key is never empty.
         HmacSha256::new_from_slice(&self.0).expect("HMAC accepts keys of any length")

@@ -66,6 +66,25 @@ impl ClaimStore for MemoryClaims {
     }
 }
 
+/// Secret owners in memory, first claim wins, as in the evidence table.
+#[derive(Default)]
+pub(crate) struct MemoryOwners(Mutex<HashMap<String, ConnectorId>>);
+
+#[async_trait]
+impl SecretOwners for MemoryOwners {
+    async fn claim_secret(
+        &self,
+        fingerprint: &str,
+        connector: &ConnectorId,
+    ) -> Result<ConnectorId, StoreError> {
+        let mut owners = self.0.lock().unwrap();
+        Ok(owners
+            .entry(fingerprint.to_owned())
+            .or_insert_with(|| connector.clone())
+            .clone())
+    }
+}
+
 struct FixedClock(i64);
 
 impl Clock for FixedClock {
@@ -121,6 +140,7 @@ fn harness_with(config: ConnectorConfig, secrets: &[&str], queue: VecQueue) -> H
         service: WebhookService::new(
             Arc::new(connectors),
             Arc::new(secrets),
+            Arc::new(MemoryOwners::default()),
             queue.clone(),
             claims.clone(),
             Arc::new(FixedClock(NOW)),
