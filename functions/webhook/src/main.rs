@@ -28,7 +28,8 @@ async fn main() -> Result<(), Error> {
         clients.dynamodb.clone(),
         evidence_table,
     ));
-    let connectors = CachedConnectors::new(evidence.clone(), Duration::from_secs(30));
+    let connectors = CachedConnectors::new(evidence.clone(), Duration::from_secs(30))
+        .with_negative_ttl(feedsafe::lambda::NEGATIVE_CACHE_TTL);
     let service = WebhookService::new(
         Arc::new(connectors),
         Arc::new(SecretsManagerSecrets::from_env(secret_prefix).await),
