@@ -3,123 +3,11 @@
 //! invocation should do is split into resumable work records. Every batch goes through the
 //! projector Lambda's own entry point (`handle_stream_batch`) with a DynamoDB stream event.
 
+use acceptance::scale::{counted_projector, drain_as_lambda, rows_page};
 use acceptance::*;
 use feedsafe::domain::connector::Publication;
-use feedsafe::protocols::projection::{ProjectionStore, Projector};
-use std::sync::Arc;
+use feedsafe::protocols::projection::ProjectionStore;
 use std::time::Instant;
-
-/// What draining the stream in Lambda-sized batches cost.
-struct Drained {
-    batches: usize,
-    /// Per batch: (records, DynamoDB requests, milliseconds).
-    per_batch: Vec<(usize, usize, u128)>,
-    /// Requests by operation, over all batches.
-    by_operation: std::collections::BTreeMap<String, usize>,
-    total_ms: u128,
-}
-
-impl Drained {
-    fn slowest(&self) -> (usize, usize, u128) {
-        self.per_batch
-            .iter()
-            .copied()
-            .max_by_key(|(_, _, ms)| *ms)
-            .unwrap_or_default()
-    }
-    fn most_requests(&self) -> usize {
-        self.per_batch.iter().map(|(_, r, _)| *r).max().unwrap_or(0)
-    }
-    fn requests(&self) -> usize {
-        self.per_batch.iter().map(|(_, r, _)| *r).sum()
-    }
-}
-
-/// Reads the evidence stream until quiet, handing each batch of up to 100 records to the
-/// projector Lambda's handler, and measures each invocation.
-async fn drain_as_lambda(
-    env: &TestEnv,
-    stream: &mut local_stack::events::StreamReader,
-    projector: &Projector,
-    counter: &RequestCounter,
-) -> Drained {
-    let started = Instant::now();
-    let mut drained = Drained {
-        batches: 0,
-        per_batch: Vec::new(),
-        by_operation: Default::default(),
-        total_ms: 0,
-    };
-    let mut quiet = 0;
-    while quiet < 3 {
-        let records = stream.poll().await.expect("poll stream");
-        if records.is_empty() {
-            quiet += 1;
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            continue;
-        }
-        quiet = 0;
-        for batch in records.chunks(100) {
-            counter.take();
-            let at = Instant::now();
-            let response = feedsafe::lambda::stream::handle_stream_batch(
-                projector,
-                local_stack::events::stream_event(batch),
-            )
-            .await;
-            assert!(
-                response.batch_item_failures.is_empty(),
-                "every batch is handled"
-            );
-            let counted = counter.take();
-            let requests: usize = counted.values().sum();
-            for (operation, n) in counted {
-                *drained.by_operation.entry(operation).or_default() += n;
-            }
-            drained.batches += 1;
-            drained
-                .per_batch
-                .push((batch.len(), requests, at.elapsed().as_millis()));
-        }
-    }
-    drained.total_ms = started.elapsed().as_millis();
-    let _ = env;
-    drained
-}
-
-/// A projector whose DynamoDB client counts every request.
-fn counted_projector(env: &TestEnv, counter: &RequestCounter) -> Projector {
-    let dynamodb = aws_sdk_dynamodb::Client::from_conf(
-        env.clients
-            .dynamodb
-            .config()
-            .to_builder()
-            .interceptor(counter.clone())
-            .build(),
-    );
-    let evidence = Arc::new(feedsafe::aws::dynamo::DynamoEvidenceStore::new(
-        dynamodb.clone(),
-        &env.table,
-    ));
-    let projection = Arc::new(feedsafe::aws::projection_table::DynamoProjectionStore::new(
-        dynamodb,
-        env.projection_table(),
-    ));
-    Projector::new(evidence.clone(), projection, evidence)
-}
-
-fn rows_page(prefix: &str, from: usize, count: usize) -> Vec<serde_json::Value> {
-    (from..from + count)
-        .map(|i| {
-            offer(
-                &format!("{prefix}-{i:05}"),
-                1,
-                "1.00",
-                "2026-11-29T08:00:00Z",
-            )
-        })
-        .collect()
-}
 
 /// A bound on any one invocation: the inline budget, a few batched reads per 100 keys, and
 /// the bookkeeping of the batch's other records.
@@ -142,7 +30,7 @@ async fn a_five_thousand_row_delivery_projects_in_bounded_stream_batches() {
 
     let counter = RequestCounter::default();
     let projector = counted_projector(&env, &counter);
-    let drained = drain_as_lambda(&env, &mut stream, &projector, &counter).await;
+    let drained = drain_as_lambda(&mut stream, &projector, &counter, 100).await;
     let (records, requests, ms) = drained.slowest();
     println!(
         "5,000-row delivery: ingest {ingest_ms} ms; projection {} ms ({:.2} ms per row) over {} stream batches, \
@@ -205,7 +93,7 @@ async fn a_fifty_page_run_published_on_completion_projects_in_bounded_stream_bat
     }
     let counter = RequestCounter::default();
     let projector = counted_projector(&env, &counter);
-    let drained = drain_as_lambda(&env, &mut stream, &projector, &counter).await;
+    let drained = drain_as_lambda(&mut stream, &projector, &counter, 100).await;
     let rows = pages as usize * per_page;
     let (records, requests, ms) = drained.slowest();
     println!(
@@ -250,7 +138,7 @@ async fn deliveries_of_forty_and_four_hundred_rows_project_at_about_one_request_
             .await;
         let counter = RequestCounter::default();
         let projector = counted_projector(&env, &counter);
-        let drained = drain_as_lambda(&env, &mut stream, &projector, &counter).await;
+        let drained = drain_as_lambda(&mut stream, &projector, &counter, 100).await;
         let (records, requests, ms) = drained.slowest();
         println!(
             "{rows}-row delivery: projection {} ms ({:.2} ms per row) over {} stream batches, {} DynamoDB \

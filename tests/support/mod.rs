@@ -3,6 +3,7 @@
 
 #[path = "../model/mod.rs"]
 pub mod model;
+pub mod scale;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::aws::dynamo::{decode, DynamoEvidenceStore, Item};
