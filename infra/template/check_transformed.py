@@ -66,6 +66,7 @@ SDK_SERVICES = {
         "change_message_visibility", "get_queue_attributes",
     ],
     "secretsmanager": ["get_secret_value"],
+    "lambda": ["invoke"],
 }
 IAM_OVERRIDES = {
     # TransactWriteItems is authorised per contained action.
@@ -78,6 +79,7 @@ IAM_OVERRIDES = {
     "s3:head_object": ["s3:GetObject"],
     "s3:list_objects_v2": ["s3:ListBucket"],
     "s3:copy_object": ["s3:GetObject", "s3:PutObject"],
+    "lambda:invoke": ["lambda:InvokeFunction"],
 }
 
 # What each function's code calls, by IAM action. Attributing calls to one binary from the
@@ -98,7 +100,7 @@ FUNCTION_CALLS = {
     "OpsFunction": {
         "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem",
         "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
-        "s3:GetObject", "s3:PutObject", "sqs:SendMessage",
+        "s3:GetObject", "s3:PutObject", "sqs:SendMessage", "lambda:InvokeFunction",
     },
     "SweeperFunction": {
         "dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",

@@ -247,13 +247,17 @@ impl World {
         )
     }
 
-    /// functions/ops
+    /// functions/ops; its launcher invokes functions/poller's entry point as Lambda's
+    /// asynchronous invocation would (AWS: `InvocationType: Event`).
     fn ops(&self) -> OpsService {
         OpsService::new(
             self.store.clone(),
             RawArchive::new(self.env.clients.s3.clone(), &self.env.bucket),
             self.queue.clone(),
-            Some(Arc::new(self.pull(Duration::from_secs(5)))),
+            Some(feedsafe::ops::PullStarter {
+                service: Arc::new(self.pull(Duration::from_secs(5))),
+                launcher: Arc::new(InvokesPoller(Arc::new(self.pull(Duration::from_secs(30))))),
+            }),
             Arc::new(SystemClock),
         )
     }
@@ -792,4 +796,24 @@ async fn sweeper_schedule(world: &World, file: &str, event: Value) {
         .await
         .expect("sweep");
     assert!(again.runs.is_empty(), "{:?}", again.runs);
+}
+
+/// The poller function's entry point, invoked asynchronously.
+struct InvokesPoller(Arc<PullService>);
+
+#[async_trait::async_trait]
+impl feedsafe::intake::poller::PullLauncher for InvokesPoller {
+    async fn launch(
+        &self,
+        connector: &feedsafe::domain::ids::ConnectorId,
+    ) -> Result<(), anyhow::Error> {
+        let (pull, event) = (
+            self.0.clone(),
+            serde_json::json!({"connector": connector.as_str()}),
+        );
+        tokio::spawn(async move {
+            let _ = feedsafe::lambda::schedule::handle_pull_schedule(&pull, &event).await;
+        });
+        Ok(())
+    }
 }

@@ -4,7 +4,10 @@
 //! links.
 //!
 //! Environment: `EVIDENCE_TABLE`, `RAW_BUCKET`, `INGEST_QUEUE_URL` (accepted quarantined payloads
-//! and pull-run pages are enqueued there), optional `S3_FORCE_PATH_STYLE`.
+//! are enqueued there), `POLLER_FUNCTION` (a pull run is started by invoking it asynchronously),
+//! optional `S3_FORCE_PATH_STYLE`.
+
+mod launcher;
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
@@ -14,7 +17,7 @@ use feedsafe::intake::poller::{HttpExportSource, PullService};
 use feedsafe::lambda::apigw::handle_apigw_ops;
 use feedsafe::lambda::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
 use feedsafe::lambda::{init_tracing, CachedConnectors};
-use feedsafe::ops::{OpsService, RawArchive};
+use feedsafe::ops::{OpsService, PullStarter, RawArchive};
 use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;
@@ -26,6 +29,7 @@ async fn main() -> Result<(), Error> {
     let evidence_table = required(EVIDENCE_TABLE)?;
     let raw_bucket = required(RAW_BUCKET)?;
     let queue_url = required("INGEST_QUEUE_URL")?;
+    let poller = required("POLLER_FUNCTION")?;
     let path_style = matches!(
         std::env::var(S3_FORCE_PATH_STYLE).ok().as_deref(),
         Some("true" | "1")
@@ -53,7 +57,10 @@ async fn main() -> Result<(), Error> {
         evidence,
         RawArchive::new(clients.s3.clone(), raw_bucket),
         queue,
-        Some(Arc::new(pull)),
+        Some(PullStarter {
+            service: Arc::new(pull),
+            launcher: Arc::new(launcher::PollerInvoker::from_env(poller).await),
+        }),
         clock,
     );
     let service = &service;

@@ -315,11 +315,15 @@ pub async fn start_stack(
         claims.clone(),
         clock.clone(),
     ));
+    let (launcher, launches) = tokio::sync::mpsc::unbounded_channel();
     let ops = Arc::new(OpsService::new(
         evidence.clone(),
         RawArchive::new(clients.s3.clone(), &bucket),
         queue.clone(),
-        Some(pull.clone()),
+        Some(feedsafe::ops::PullStarter {
+            service: pull.clone(),
+            launcher: Arc::new(schedule::LocalPullLauncher(launcher)),
+        }),
         clock.clone(),
     ));
     let services = Services {
@@ -437,8 +441,8 @@ pub async fn start_stack(
         services.clone(),
         clients.sqs.clone(),
         [invoke("PollerFunction")?, invoke("SweeperFunction")?],
-        options.pull_every,
-        options.sweep_every,
+        (options.pull_every, options.sweep_every),
+        launches,
         stopped,
     )));
     info!(%http, supplier = %supplier.port(), "local stack up");

@@ -2,10 +2,26 @@
 //! invokes them (`async_invoke`).
 
 use crate::{async_invoke, Services};
+use feedsafe::domain::ids::ConnectorId;
 use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
+
+/// `POST /v1/connectors/{id}/runs`, locally: the pull is handed to the scheduler, which invokes
+/// the poller's entry point asynchronously as it does for a schedule (retries, then parked).
+/// Accepted launches still waiting at a graceful stop are run before the scheduler ends; a
+/// killed host loses them (Lambda's event queue would not): start the run again.
+pub(crate) struct LocalPullLauncher(pub(crate) mpsc::UnboundedSender<ConnectorId>);
+
+#[async_trait::async_trait]
+impl feedsafe::intake::poller::PullLauncher for LocalPullLauncher {
+    async fn launch(&self, connector: &ConnectorId) -> Result<(), anyhow::Error> {
+        self.0
+            .send(connector.clone())
+            .map_err(|_| anyhow::anyhow!("the local function host is stopping"))
+    }
+}
 
 /// EventBridge, locally: the pull schedule (the poller's entry point with each connector's
 /// schedule input) and the sweeper's (a scheduled event), each invoked asynchronously as Lambda
@@ -14,8 +30,8 @@ pub(crate) async fn scheduler(
     services: Services,
     sqs: aws_sdk_sqs::Client,
     [poller, sweeper]: [async_invoke::AsyncInvoke; 2],
-    pull_every: Option<Duration>,
-    sweep_every: Duration,
+    (pull_every, sweep_every): (Option<Duration>, Duration),
+    mut launches: mpsc::UnboundedReceiver<ConnectorId>,
     stopped: watch::Receiver<bool>,
 ) {
     let mut last_pull = tokio::time::Instant::now();
@@ -28,24 +44,17 @@ pub(crate) async fn scheduler(
         std::sync::Arc::new(NoFaults),
     );
     while !*stopped.borrow() {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            Some(connector) = launches.recv() => {
+                pull_async(&sqs, &poller, &services, connector, &stopped).await;
+            }
+        }
         if let Some(every) = pull_every {
             if last_pull.elapsed() >= every {
                 last_pull = tokio::time::Instant::now();
                 for connector in pull_connectors(&services).await {
-                    let event = serde_json::json!({"connector": connector.as_str()});
-                    invoke_async(&sqs, &poller, event, &stopped, |event| {
-                        let services = services.clone();
-                        async move {
-                            feedsafe::lambda::schedule::handle_pull_schedule(&services.pull, &event)
-                                .await
-                                .map(|report| {
-                                    info!(run = %report.run_id, pages = report.enqueued.len(), "scheduled pull run")
-                                })
-                                .map_err(|e| e.to_string())
-                        }
-                    })
-                    .await;
+                    pull_async(&sqs, &poller, &services, connector, &stopped).await;
                 }
             }
         }
@@ -68,6 +77,34 @@ pub(crate) async fn scheduler(
             .await;
         }
     }
+    // Launches accepted before the stop still run: their callers were answered 202.
+    launches.close();
+    while let Ok(connector) = launches.try_recv() {
+        pull_async(&sqs, &poller, &services, connector, &stopped).await;
+    }
+}
+
+/// The poller's entry point with the schedule's input for `connector`, invoked asynchronously.
+async fn pull_async(
+    sqs: &aws_sdk_sqs::Client,
+    poller: &async_invoke::AsyncInvoke,
+    services: &Services,
+    connector: ConnectorId,
+    stopped: &watch::Receiver<bool>,
+) {
+    let event = serde_json::json!({"connector": connector.as_str()});
+    invoke_async(sqs, poller, event, stopped, |event| {
+        let services = services.clone();
+        async move {
+            feedsafe::lambda::schedule::handle_pull_schedule(&services.pull, &event)
+                .await
+                .map(
+                    |report| info!(run = %report.run_id, pages = report.enqueued.len(), "pull run"),
+                )
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
 }
 
 /// EventBridge's scheduled event, as the rule delivers it.

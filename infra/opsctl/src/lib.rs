@@ -594,7 +594,14 @@ pub fn run(command: &Command, settings: &Settings, out: &mut dyn Write) -> Resul
             fields(
                 out,
                 &value,
-                &["run_id", "export_id", "page_count", "enqueued", "failed"],
+                &[
+                    "run_id",
+                    "export_id",
+                    "page_count",
+                    "status",
+                    "run_status",
+                    "run",
+                ],
             )
             .map_err(io)
         }

@@ -161,8 +161,24 @@ impl OpsService {
                 internal: "no PullService wired into the ops service".into(),
             });
         };
-        match pull.run_connector(&config.connector).await {
-            Ok(report) => Ok((202, to_json(&report))),
+        // Page 1 names the export, hence the run; the pull itself runs elsewhere, since a
+        // large export takes far longer than the 30 s an HTTP request may.
+        let located = pull.service.locate(&config.connector).await;
+        match located {
+            Ok(export) => {
+                let existing = self.evidence.run(export.run_id.as_str()).await?;
+                pull.launcher.launch(&config.connector).await.map_err(|e| {
+                    OpsError::Unavailable {
+                        public: "the pull run could not be started; retry",
+                        internal: format!("launching the pull of {}: {e:#}", config.connector),
+                    }
+                })?;
+                let mut body = to_json(&export);
+                body["status"] = json!("started");
+                body["run_status"] = json!(existing.and_then(|r| r.status));
+                body["run"] = json!(format!("/v1/runs/{}", export.run_id));
+                Ok((202, body))
+            }
             Err(PullError::UnknownConnector(id)) => {
                 Err(OpsError::UnknownConnector(format!("no connector {id:?}")))
             }

@@ -22,7 +22,7 @@
 //! | `POST /v1/source-quarantines` | `operations::quarantine_source` (201; 409 `already_quarantined`) |
 //! | `GET /v1/source-quarantines/{connector}` | the state and every set and lift |
 //! | `POST /v1/source-quarantines/{connector}/lift` | `operations::lift_source_quarantine` (200; 409 `not_quarantined`) |
-//! | `POST /v1/connectors/{id}/runs` | `PullService::run_connector` (202) |
+//! | `POST /v1/connectors/{id}/runs` | names the run from page 1, then starts the pull asynchronously (202) |
 //!
 //! Operator records are append-only: each resolution step, each correction and each source
 //! quarantine set or lift is its own record, never rewritten (`aws/corrections.rs`).
@@ -55,7 +55,7 @@ use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::domain::ids::{ConnectorId, TenantId};
 use crate::domain::model::{QuarantineEntry, QUARANTINE_OPEN};
 use crate::domain::timestamp::Timestamp;
-use crate::intake::poller::PullService;
+use crate::intake::poller::{PullLauncher, PullService};
 use crate::intake::DeliveryQueue;
 use crate::protocols::corrections::{CorrectionError, CorrectionService};
 use crate::protocols::http::HttpResponse;
@@ -193,11 +193,20 @@ impl OpsError {
 
 type OpsResult = Result<(u16, Value), OpsError>;
 
+/// What `POST /v1/connectors/{id}/runs` needs: the pull service, to read the export's page 1
+/// and so name the run, and the launcher that runs the pull asynchronously (a pull of a large
+/// export outlasts an HTTP request by far).
+#[derive(Clone)]
+pub struct PullStarter {
+    pub service: Arc<PullService>,
+    pub launcher: Arc<dyn PullLauncher>,
+}
+
 pub struct OpsService {
     evidence: Arc<DynamoEvidenceStore>,
     archive: RawArchive,
     queue: Arc<dyn DeliveryQueue>,
-    pull: Option<Arc<PullService>>,
+    pull: Option<PullStarter>,
     clock: Arc<dyn Clock>,
     corrections: CorrectionService,
 }
@@ -262,7 +271,7 @@ impl OpsService {
         evidence: Arc<DynamoEvidenceStore>,
         archive: RawArchive,
         queue: Arc<dyn DeliveryQueue>,
-        pull: Option<Arc<PullService>>,
+        pull: Option<PullStarter>,
         clock: Arc<dyn Clock>,
     ) -> Self {
         let corrections = CorrectionService::new(

@@ -494,13 +494,29 @@ fn drill(options: Options, handle: tokio::runtime::Handle) -> Result<()> {
                 OPERATOR,
                 None,
             ) {
-                // Accepted with every page handed on; a page that failed (the host was killed
-                // under it) means the run is started again, as the schedule would.
-                Ok((202, body))
-                    if body["export_id"].as_str() == Some(export_id.as_str())
-                        && body["failed"].as_array().is_some_and(Vec::is_empty) =>
-                {
-                    break
+                // Accepted: the run is named and its pull runs asynchronously. The run is done
+                // once every page is committed; a kill that cut the pull short (or lost the
+                // accepted launch with the host) means it is started again, as the schedule
+                // would.
+                Ok((202, body)) if body["export_id"].as_str() == Some(export_id.as_str()) => {
+                    let run = format!(
+                        "{api}/v1/runs/{}",
+                        body["run_id"].as_str().unwrap_or_default()
+                    );
+                    let settled = Instant::now();
+                    let mut done = false;
+                    while settled.elapsed() < Duration::from_secs(20) && Instant::now() < deadline {
+                        if let Ok((200, run)) = call(&agent, "GET", &run, OPERATOR, None) {
+                            if run["all_pages_committed"] == true {
+                                done = true;
+                                break;
+                            }
+                        }
+                        std::thread::sleep(Duration::from_millis(250));
+                    }
+                    if done {
+                        break;
+                    }
                 }
                 _ => std::thread::sleep(Duration::from_millis(200)),
             }

@@ -69,6 +69,23 @@ impl FetchError {
     }
 }
 
+/// Starts a connector's pull run asynchronously, elsewhere: in AWS the poller function invoked
+/// with `InvocationType: Event` and the schedule's input `{"connector": id}` (so its retries and
+/// its on-failure queue are the schedule's); locally the function host's asynchronous invoker.
+/// `Ok` once the invocation is accepted, not once the pull finished.
+#[async_trait]
+pub trait PullLauncher: Send + Sync {
+    async fn launch(&self, connector: &ConnectorId) -> Result<(), anyhow::Error>;
+}
+
+/// The export a pull of the connector would run now, as its page 1 names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExportRun {
+    pub run_id: RunId,
+    pub export_id: String,
+    pub page_count: u32,
+}
+
 /// Reads one page of the supplier's current export.
 #[async_trait]
 pub trait ExportSource: Send + Sync {
@@ -214,16 +231,25 @@ impl PullService {
         self
     }
 
-    /// Pulls the supplier's current export for `connector`: records the run, then enqueues every
-    /// page that could be fetched. Pages that could not are in `PullReport::failed`.
-    pub async fn run_connector(&self, connector: &ConnectorId) -> Result<PullReport, PullError> {
+    /// The export `connector`'s pull would run now: page 1 fetched (with retries) and read,
+    /// nothing recorded, nothing enqueued. What `POST /v1/connectors/{id}/runs` answers with
+    /// before the pull itself runs asynchronously.
+    pub async fn locate(&self, connector: &ConnectorId) -> Result<ExportRun, PullError> {
+        let (_, export, _) = self.first_page(connector).await?;
+        Ok(export)
+    }
+
+    /// The connector's configuration, its export as page 1 names it, and page 1's body.
+    async fn first_page(
+        &self,
+        connector: &ConnectorId,
+    ) -> Result<(ConnectorConfig, ExportRun, Vec<u8>), PullError> {
         let config = self
             .connectors
             .connector(connector)
             .await?
             .ok_or_else(|| PullError::UnknownConnector(connector.clone()))?;
         let settings = pull_settings(&config)?;
-
         let first = self
             .fetch_with_retries(settings, 1)
             .await
@@ -232,7 +258,24 @@ impl PullService {
                 PullError::FirstPage { attempts, error }
             })?;
         let (export_id, page_count) = first_page_header(&first)?;
-        let run_id = run_id_for(connector, &export_id);
+        let export = ExportRun {
+            run_id: run_id_for(connector, &export_id),
+            export_id,
+            page_count,
+        };
+        Ok((config, export, first))
+    }
+
+    /// Pulls the supplier's current export for `connector`: records the run, then enqueues every
+    /// page that could be fetched. Pages that could not are in `PullReport::failed`.
+    pub async fn run_connector(&self, connector: &ConnectorId) -> Result<PullReport, PullError> {
+        let (config, export, first) = self.first_page(connector).await?;
+        let settings = pull_settings(&config)?;
+        let ExportRun {
+            run_id,
+            export_id,
+            page_count,
+        } = export;
         let span = tracing::info_span!(
             "pull_run",
             connector = %connector,
