@@ -4,7 +4,7 @@ use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::AwsClients;
 use feedsafe::lambda::config::IngestConfig;
-use feedsafe::lambda::sqs::handle_sqs_batch;
+use feedsafe::lambda::sqs::handle_sqs_batch_by;
 use feedsafe::lambda::{init_tracing, CachedConnectors};
 use feedsafe::protocols::ingest::IngestService;
 use feedsafe::protocols::ports::{NoFaults, SystemClock};
@@ -30,7 +30,8 @@ async fn main() -> Result<(), Error> {
     let service = &service;
     run(service_fn(
         move |event: LambdaEvent<aws_lambda_events::event::sqs::SqsEvent>| async move {
-            handle_sqs_batch(service, event.payload)
+            let deadline = feedsafe::lambda::sqs::deadline_at(event.context.deadline);
+            handle_sqs_batch_by(service, event.payload, Some(deadline))
                 .await
                 .map_err(Error::from)
         },

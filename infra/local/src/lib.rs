@@ -285,6 +285,21 @@ fn ingest_batch_size() -> i32 {
         .map_or(10, |v| v.clamp(1, 10) as i32)
 }
 
+/// The ingest function's timeout in `template.yaml` (its own, else the Globals'): each batch
+/// is handled by that deadline, as a Lambda invocation is.
+fn ingest_timeout() -> Duration {
+    let seconds = template_spec::read_template(&template_spec::template_path())
+        .ok()
+        .and_then(|spec| {
+            let doc = &spec.document;
+            doc["Resources"]["IngestFunction"]["Properties"]["Timeout"]
+                .as_u64()
+                .or_else(|| doc["Globals"]["Function"]["Timeout"].as_u64())
+        })
+        .unwrap_or(3);
+    Duration::from_secs(seconds)
+}
+
 pub async fn start_stack(
     clients: AwsClients,
     dynamodb_endpoint: &str,
@@ -471,6 +486,7 @@ async fn sqs_poller(
     visibility: Option<i32>,
     mut phase: watch::Receiver<Phase>,
 ) {
+    let timeout = ingest_timeout();
     loop {
         if *phase.borrow() >= Phase::Settling {
             return;
@@ -503,19 +519,24 @@ async fn sqs_poller(
             continue;
         }
         let event = crate::events::sqs_event(&messages);
-        let failed: BTreeSet<String> =
-            match feedsafe::lambda::sqs::handle_sqs_batch(&ingest, event).await {
-                Ok(response) => response
-                    .batch_item_failures
-                    .into_iter()
-                    .map(|f| f.item_identifier)
-                    .collect(),
-                // The whole batch failed: nothing is deleted, everything comes back.
-                Err(_) => messages
-                    .iter()
-                    .filter_map(|m| m.message_id.clone())
-                    .collect(),
-            };
+        let failed: BTreeSet<String> = match feedsafe::lambda::sqs::handle_sqs_batch_by(
+            &ingest,
+            event,
+            Some(tokio::time::Instant::now().into_std() + timeout),
+        )
+        .await
+        {
+            Ok(response) => response
+                .batch_item_failures
+                .into_iter()
+                .map(|f| f.item_identifier)
+                .collect(),
+            // The whole batch failed: nothing is deleted, everything comes back.
+            Err(_) => messages
+                .iter()
+                .filter_map(|m| m.message_id.clone())
+                .collect(),
+        };
         for m in &messages {
             if failed.contains(m.message_id.as_deref().unwrap_or_default()) {
                 continue;

@@ -2,11 +2,32 @@
 
 use crate::protocols::ingest::{IngestOutcome, IngestService};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use std::time::{Duration, Instant};
 use tracing::{error, info, warn, Instrument};
+
+/// The time one message may take at worst, with the safety factor: a message is started only
+/// while at least this much of the invocation is left; the rest of the batch is handed back
+/// untouched (as batch item failures) and comes back after the visibility timeout.
+///
+/// From the sizing bench (docs/benchmarks.md, "Sizing"): the slowest message, 5,000 rows
+/// claim-checked, took 3.1 s on the local engines with 190 ms of CPU; at 256 MB Lambda gives
+/// about 0.145 vCPU, so the CPU part stretches about sevenfold: 3.1 + 0.19 x 5.9 = 4.2 s;
+/// times a safety factor of 3, rounded up: 15 s. The ingest function's timeout (30 s) is at
+/// least this (template test `timeouts_and_visibility_follow_the_sizing_figures`).
+pub const MESSAGE_RESERVE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
 #[error("SQS message without a messageId cannot be reported as a partial batch failure")]
 pub struct MissingMessageId;
+
+/// The `Instant` of an invocation deadline given in milliseconds since the epoch (Lambda's
+/// `Context::deadline`).
+pub fn deadline_at(epoch_ms: u64) -> Instant {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    Instant::now() + Duration::from_millis(epoch_ms.saturating_sub(now_ms))
+}
 
 /// Handles one SQS batch. Messages whose ingestion failed transiently are reported as batch item
 /// failures so that only they are redelivered; every final outcome is acknowledged.
@@ -14,9 +35,43 @@ pub async fn handle_sqs_batch(
     service: &IngestService,
     event: SqsEvent,
 ) -> Result<SqsBatchResponse, MissingMessageId> {
+    handle_sqs_batch_by(service, event, None).await
+}
+
+/// `handle_sqs_batch` within an invocation that ends at `deadline`: a message is started only
+/// while [`MESSAGE_RESERVE`] is left; the messages not started are reported as batch item
+/// failures (nothing of them was read or written), so that a batch of large deliveries never
+/// runs into the function's timeout with a message half done.
+pub async fn handle_sqs_batch_by(
+    service: &IngestService,
+    event: SqsEvent,
+    deadline: Option<Instant>,
+) -> Result<SqsBatchResponse, MissingMessageId> {
     let mut response = SqsBatchResponse::default();
     let mut tally = OutcomeTally::default();
-    for message in event.records {
+    let mut records = event.records.into_iter();
+    while let Some(message) = records.next() {
+        if deadline.is_some_and(|d| d.saturating_duration_since(Instant::now()) < MESSAGE_RESERVE) {
+            let deferred: Vec<_> = std::iter::once(message).chain(records).collect();
+            if deferred
+                .iter()
+                .any(|m| m.message_id.as_deref().unwrap_or_default().is_empty())
+            {
+                tally.emit();
+                error!(
+                    "a message without messageId cannot be handed back: failing the whole batch"
+                );
+                return Err(MissingMessageId);
+            }
+            warn!(
+                deferred = deferred.len(),
+                "the invocation is nearly out of time; the rest of the batch is handed back untouched"
+            );
+            for m in deferred {
+                response.add_failure(m.message_id.unwrap_or_default());
+            }
+            break;
+        }
         let message_id = message.message_id.clone().unwrap_or_default();
         let receive_count = message
             .attributes
