@@ -111,7 +111,12 @@ async fn archive_failure_stores_no_observation_and_no_replay_record() {
     assert!(matches!(err, IngestError::Artifact(_)), "{err:?}");
     assert!(env.replay(PAGE2).await.is_none());
     assert!(env.observations().await.is_empty());
-    assert!(env.store.run("run-EXP-8821").await.unwrap().is_none());
+    assert!(env
+        .store
+        .run("run-acme-eu.EXP-8821")
+        .await
+        .unwrap()
+        .is_none());
     // Once the archive is back, the redelivery stores it.
     let outcome = env.service().ingest_message(&envelope).await.unwrap();
     assert!(matches!(outcome, IngestOutcome::Committed(_)));
@@ -183,7 +188,7 @@ async fn crash_after_the_second_chunk_of_400_rows_resumes_to_exactly_400() {
     assert_eq!(env.observations_of(key).await.len(), 2 * 98);
     assert!(
         env.store
-            .run_pages("run-EXP-400")
+            .run_pages("run-acme-eu.EXP-400")
             .await
             .unwrap()
             .pages
@@ -214,7 +219,7 @@ async fn crash_after_the_second_chunk_of_400_rows_resumes_to_exactly_400() {
     );
     assert_eq!(
         env.store
-            .run_pages("run-EXP-400")
+            .run_pages("run-acme-eu.EXP-400")
             .await
             .unwrap()
             .committed()

@@ -231,3 +231,113 @@ async fn a_signing_secret_on_two_connectors_signs_for_the_first_only() {
     stack.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A page can only count for the run of its own connector's export: an envelope whose run id
+/// names another connector's run (a forged or mis-built message on the queue) is refused
+/// before anything is written, so it can neither complete nor corrupt that run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_page_naming_another_connectors_run_is_refused_and_that_run_is_untouched() {
+    use feedsafe::domain::envelope::{DeliveryEnvelope, RunPage};
+    use feedsafe::domain::ids::{ConnectorId, TenantId};
+    use feedsafe::intake::poller::run_id_for;
+    use feedsafe::protocols::ingest::IngestOutcome;
+    let env = spawn_env(true).await;
+    let victim = acme_eu();
+    env.seed(&victim).await;
+    let intruder = feedsafe::domain::connector::ConnectorConfig {
+        connector: ConnectorId::parse("intruder").unwrap(),
+        tenant: TenantId::parse("other").unwrap(),
+        ..acme_eu()
+    };
+    env.seed(&intruder).await;
+    let service = env.service();
+    let page = |n: u32| {
+        export_page(
+            "EXP-8821",
+            n,
+            3,
+            vec![offer(&format!("AX-{n}"), 1, "1.00", "2026-11-29T08:00:00Z")],
+        )
+    };
+    env.service_ingest(
+        &service,
+        &page_envelope(&victim, "EXP-8821", 1, 3, &page(1)),
+    )
+    .await;
+    let victim_run = run_id_for(&victim.connector, "EXP-8821");
+    let forged = DeliveryEnvelope::inline(
+        &delivery_key(&intruder, "EXP-8821/2"),
+        "export_page",
+        feedsafe::domain::timestamp::Timestamp::now(),
+        "application/json",
+        Some(RunPage {
+            run_id: victim_run.clone(),
+            page: 2,
+            page_count: Some(3),
+        }),
+        &page(2),
+    )
+    .to_json();
+    let outcome = service.ingest_message(forged.as_bytes()).await;
+    assert!(
+        matches!(&outcome, Ok(IngestOutcome::Rejected(r)) if r.code.as_str() == "invalid_envelope"),
+        "{outcome:?}"
+    );
+    let pages = env.store.run_pages(victim_run.as_str()).await.unwrap();
+    assert_eq!(
+        pages.committed().into_iter().collect::<Vec<_>>(),
+        vec![1],
+        "the victim's run holds its own page only"
+    );
+    assert!(env.observations().await.iter().all(|o| o
+        .delivery_key
+        .starts_with(&format!("{}/acme-eu/", victim.tenant))));
+}
+
+/// Sized for the worst delivery: a message is started only while the invocation has at least
+/// `MESSAGE_RESERVE` left; the rest of the batch goes back untouched, so no message is ever
+/// cut off by the function's timeout halfway through its transactions.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_near_its_deadline_hands_back_the_messages_it_has_no_time_for() {
+    use feedsafe::lambda::sqs::{handle_sqs_batch_by, MESSAGE_RESERVE};
+    use std::time::{Duration, Instant};
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let service = env.service();
+    let event = |from: u32| -> aws_lambda_events::event::sqs::SqsEvent {
+        let records: Vec<_> = (from..from + 3)
+            .map(|n| {
+                let body = export_page(
+                    "EXP-DL",
+                    n,
+                    9,
+                    vec![offer(&format!("DL-{n}"), 1, "1.00", "2026-11-29T08:00:00Z")],
+                );
+                json!({"messageId": format!("m-{n}"),
+                       "body": String::from_utf8(page_envelope(&acme, "EXP-DL", n, 9, &body)).unwrap(),
+                       "attributes": {"ApproximateReceiveCount": "1"}})
+            })
+            .collect();
+        serde_json::from_value(json!({ "Records": records })).unwrap()
+    };
+    let short = Instant::now() + MESSAGE_RESERVE - Duration::from_millis(1);
+    let response = handle_sqs_batch_by(&service, event(1), Some(short))
+        .await
+        .unwrap();
+    let handed_back: Vec<_> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(handed_back, ["m-1", "m-2", "m-3"]);
+    assert!(env.observations().await.is_empty(), "nothing was started");
+    assert!(env.replay_records().await.is_empty());
+
+    let ample = Instant::now() + Duration::from_secs(3600);
+    let response = handle_sqs_batch_by(&service, event(1), Some(ample))
+        .await
+        .unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(env.observations().await.len(), 3);
+}

@@ -99,7 +99,7 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
     );
     // Each page's final transaction wrote the page's own record (the run item is the
     // projector's to keep).
-    let run_pages = env.store.run_pages("run-EXP-8821").await.unwrap();
+    let run_pages = env.store.run_pages("run-acme-eu.EXP-8821").await.unwrap();
     assert_eq!(
         run_pages.committed().into_iter().collect::<Vec<_>>(),
         vec![1, 2, 3]

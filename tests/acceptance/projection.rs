@@ -103,7 +103,7 @@ async fn partial_run(publication: Publication) {
     env.seed(&config).await;
     let (service, projector, query) = (env.service(), env.projector(), env.query());
     let mut stream = env.stream().await;
-    let run_id = RunId::parse("run-EXP-7000").unwrap();
+    let run_id = RunId::parse("run-acme-eu.EXP-7000").unwrap();
     let started = Timestamp::now();
     env.store
         .start_run(&Run {

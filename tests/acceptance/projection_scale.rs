@@ -104,7 +104,12 @@ async fn a_fifty_page_run_published_on_completion_projects_in_bounded_stream_bat
         drained.requests(),
         drained.requests() as f64 / rows as f64,
     );
-    let run = env.store.run("run-EXP-RUN50").await.unwrap().unwrap();
+    let run = env
+        .store
+        .run("run-acme-eu.EXP-RUN50")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         run.status,
         Some(feedsafe::domain::model::RunStatus::Complete)

@@ -290,18 +290,23 @@ async fn sixteen_workers_committing_two_hundred_pages_of_one_run_share_no_transa
     let projector = env.projector();
     let mut stream = env.stream().await;
     env.drain(&mut stream, &projector).await;
-    let run = env.store.run("run-EXP-R200").await.unwrap().unwrap();
+    let run = env
+        .store
+        .run("run-acme-eu.EXP-R200")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(run.status, Some(RunStatus::Complete));
     assert_eq!(
         env.store
-            .run_pages("run-EXP-R200")
+            .run_pages("run-acme-eu.EXP-R200")
             .await
             .unwrap()
             .pages
             .len(),
         pages as usize
     );
-    let size = item_size(&raw_run_item(&env, "run-EXP-R200").await);
+    let size = item_size(&raw_run_item(&env, "run-acme-eu.EXP-R200").await);
     assert!(
         size < 2_000,
         "the run item holds no per-page data ({size} bytes after {pages} pages)"

@@ -16,7 +16,7 @@ use feedsafe::domain::connector::{
 use feedsafe::domain::envelope::{DeliveryEnvelope, RunPage};
 use feedsafe::domain::fingerprint::CanonicalizationRule;
 use feedsafe::domain::ids::{
-    ConnectorId, DeliveryKey, IdentityStrength, RunId, SourceAccount, SourceDeliveryId, TenantId,
+    ConnectorId, DeliveryKey, IdentityStrength, SourceAccount, SourceDeliveryId, TenantId,
 };
 use feedsafe::domain::model::{Observation, QuarantineEntry, ReplayRecord};
 use feedsafe::domain::timestamp::Timestamp;
@@ -364,7 +364,7 @@ pub fn page_envelope(
 ) -> Vec<u8> {
     let key = delivery_key(config, &format!("{export_id}/{page}"));
     let run = RunPage {
-        run_id: RunId::parse(&format!("run-{export_id}")).unwrap(),
+        run_id: feedsafe::intake::poller::run_id_for(&config.connector, export_id),
         page,
         page_count: Some(page_count),
     };

@@ -99,6 +99,24 @@ impl DeliveryEnvelope {
                     "run.page must be 1..=page_count",
                 ));
             }
+            // A page counts only for the run of its own connector's export: the run id is
+            // derived from (connector, export id), the delivery is `{export id}/{page}`. A
+            // message naming another connector's run (forged, or built wrongly) could
+            // otherwise complete or corrupt that run, possibly another tenant's.
+            let id = envelope.delivery.id.as_str();
+            let own = id.rsplit_once('/').is_some_and(|(export, page)| {
+                page == run.page.to_string()
+                    && RunId::for_export(&envelope.connector, export) == run.run_id
+            });
+            if !own {
+                return Err(Rejection::new(
+                    RejectCode::InvalidEnvelope,
+                    format!(
+                        "run {} is not the run of delivery {id:?} of connector {}",
+                        run.run_id, envelope.connector
+                    ),
+                ));
+            }
         }
         Ok(envelope)
     }
@@ -158,7 +176,7 @@ mod tests {
       "delivery": {"id": "EXP-8821/2", "strength": "source", "basis": "export_page"},
       "retrieved_at": "2026-11-29T08:00:05Z",
       "content_type": "application/json",
-      "run": {"run_id": "01JDEMO0000000000000000000", "page": 2, "page_count": 3},
+      "run": {"run_id": "run-acme-eu.EXP-8821", "page": 2, "page_count": 3},
       "body": {"inline": {"base64": "e30="}}
     }"#;
 

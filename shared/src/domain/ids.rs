@@ -138,6 +138,49 @@ string_id!(
     RunId, "run id", 64, account_char
 );
 
+impl RunId {
+    /// The run id of an export: `run-{connector}.{export_id}`, e.g. `run-acme-eu.EXP-8821`. A
+    /// connector id never holds `.`, so the first `.` ends it (with `-` there, `acme` + `eu-X` and
+    /// `acme-eu` + `X` named one run, and `start_run` would have handed it to the other connector).
+    /// An export id that is empty, holds anything but ASCII letters, digits, `-` and `.`, or makes
+    /// the id longer than 64 characters is named `{readable prefix}_{20 hex}` instead, the hex
+    /// being sha256 over (connector, export id) as netstrings. A readable id has every `_` (from
+    /// the connector) before a `.`; a digest id has none after its last `_`: the two never meet.
+    pub fn for_export(connector: &ConnectorId, export_id: &str) -> RunId {
+        const DIGEST_HEX: usize = 20;
+        let readable = format!("run-{connector}.{export_id}");
+        let plain = !export_id.is_empty()
+            && export_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'));
+        if plain && readable.len() <= 64 {
+            if let Ok(id) = RunId::parse(&readable) {
+                return id;
+            }
+        }
+        use crate::domain::hashing::{hex, sha256_fields};
+        let digest = hex(&sha256_fields(&[
+            b"run",
+            connector.as_str().as_bytes(),
+            export_id.as_bytes(),
+        ]));
+        let kept: String = readable
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .take(64 - 1 - DIGEST_HEX)
+            .collect();
+        // ASCII letters, digits and `-_.` only, at most 64 of them: always a valid run id.
+        RunId::parse(&format!("{kept}_{}", &digest[..DIGEST_HEX]))
+            .unwrap_or_else(|_| unreachable!("a sanitized run id is valid"))
+    }
+}
+
 /// The stable fields a fallback identity is derived from (DESIGN.md section 4) when the source
 /// names the delivery with nothing usable. A field the source does not have is passed empty,
 /// never left out, so that the digest input keeps one shape.
