@@ -177,6 +177,51 @@ async fn main() {
         "projector, {RUN_PAGES}-page on_run_complete run: {} invocations, slowest {run_worst} ms ({records} records, {requests} requests)",
         run_drain.batches
     );
+    // The poller: a 100-page export from the fake supplier (over loopback http), every page
+    // claim-checked and enqueued, as the poller function does it.
+    let supplier = local_stack::fake_supplier::FakeSupplier::start(0)
+        .await
+        .expect("fake supplier");
+    let pages: Vec<Vec<serde_json::Value>> = (0..RUN_PAGES as usize)
+        .map(|p| rows_page("SZPULL", p * RUN_ROWS_PER_PAGE, RUN_ROWS_PER_PAGE))
+        .collect();
+    supplier.set_export("acme-pull", "EXP-SZPULL", pages);
+    let mut puller = connector("acme-pull", "ACC-8", Publication::PerPage);
+    puller.pull = Some(
+        serde_json::from_value(serde_json::json!({
+            "export_url": supplier.url("acme-pull"), "credential_ref": "local/none"
+        }))
+        .unwrap(),
+    );
+    env.seed(&puller).await;
+    let queue = feedsafe::aws::sqs::SqsDeliveryQueue::new(
+        env.clients.sqs.clone(),
+        &env.resources.queue("IngestQueue").unwrap().url,
+    );
+    let pull = feedsafe::intake::poller::PullService::new(
+        env.store.clone(),
+        env.store.clone(),
+        std::sync::Arc::new(feedsafe::intake::poller::HttpExportSource::allowing_loopback_http()),
+        std::sync::Arc::new(queue),
+        std::sync::Arc::new(feedsafe::aws::sqs::S3ClaimStore::new(
+            env.clients.s3.clone(),
+            &env.bucket,
+        )),
+        std::sync::Arc::new(feedsafe::protocols::ports::SystemClock),
+    );
+    let cpu = cpu_ms();
+    let at = Instant::now();
+    let report = pull
+        .run_connector(&puller.connector)
+        .await
+        .expect("pull runs");
+    let pull_ms = at.elapsed().as_millis();
+    let pull_cpu = cpu_ms() - cpu;
+    assert_eq!(report.enqueued.len(), RUN_PAGES as usize, "{report:?}");
+    println!(
+        "poller: {RUN_PAGES}-page export pulled and enqueued in {pull_ms} ms ({pull_cpu} ms CPU)"
+    );
+
     let ingest_worst = ingest_ms.iter().copied().max().unwrap_or(0);
     let ingest_cpu_worst = ingest_cpu.iter().copied().max().unwrap_or(0);
     let page_worst = page_ms.iter().copied().max().unwrap_or(0);
@@ -189,6 +234,11 @@ async fn main() {
     println!("| ingest: one {RUN_ROWS_PER_PAGE}-row run page | {page_worst} | |");
     println!("| projector: one event of up to {STREAM_BATCH} records, staged {ROWS}-row deliveries | {staged_worst} | {staged_cpu} (mean) |");
     println!("| projector: one event of up to {STREAM_BATCH} records, {RUN_PAGES}-page on_run_complete run | {run_worst} | {run_cpu} (mean) |");
+    println!(
+        "| poller: one {RUN_PAGES}-page export, per page | {} | {} |",
+        pull_ms / RUN_PAGES as u128,
+        pull_cpu / RUN_PAGES as u128
+    );
     println!(
         "peak resident memory: {rss_before} MiB before the deliveries, {rss_ingest} MiB after ingesting them, {} MiB at the end (the whole bench process)",
         peak_rss_mib()

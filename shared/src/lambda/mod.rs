@@ -8,6 +8,7 @@ pub mod config;
 pub mod metrics;
 pub mod s3;
 pub mod schedule;
+pub mod sizing;
 pub mod sqs;
 pub mod stream;
 

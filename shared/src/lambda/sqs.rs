@@ -5,15 +5,13 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn, Instrument};
 
-/// The time one message may take at worst, with the safety factor: a message is started only
-/// while at least this much of the invocation is left; the rest of the batch is handed back
-/// untouched (as batch item failures) and comes back after the visibility timeout.
+/// The time one message may take at worst, with a margin: a message is started only while at
+/// least this much of the invocation is left; the rest of the batch is handed back untouched
+/// (as batch item failures) and comes back after the visibility timeout.
 ///
-/// From the sizing bench (docs/benchmarks.md, "Sizing"): the slowest message, 5,000 rows
-/// claim-checked, took 3.1 s on the local engines with 190 ms of CPU; at 256 MB Lambda gives
-/// about 0.145 vCPU, so the CPU part stretches about sevenfold: 3.1 + 0.19 x 5.9 = 4.2 s;
-/// times a safety factor of 3, rounded up: 15 s. The ingest function's timeout (30 s) is at
-/// least this (template test `timeouts_and_visibility_follow_the_sizing_figures`).
+/// The slowest message of the sizing bench ([`crate::lambda::sizing::INGEST_MESSAGE`], 5,000
+/// rows) takes 8.0 s at 256 MB; 15 s is 1.9 times that. The ingest function's timeout (30 s)
+/// is at least three times it (template test `timeouts_and_visibility_follow_the_sizing_figures`).
 pub const MESSAGE_RESERVE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]

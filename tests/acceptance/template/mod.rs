@@ -9,6 +9,7 @@ mod functions;
 mod privilege;
 mod resources;
 mod retention;
+mod sizing;
 
 // ---------------------------------------------------------------------------------------------
 // Reusable helpers over the parsed template (also used by contract.rs)
