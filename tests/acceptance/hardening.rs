@@ -3,7 +3,36 @@
 
 use crate::intake::{call, signed_headers, OPERATOR, READER, SECRET};
 use acceptance::*;
-use serde_json::json;
+use serde_json::{json, Value};
+
+/// A CloudEvent of the sample connector `acme-events` carrying one offer row.
+fn offer_event(id: &str, sku: &str, price: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "specversion": "1.0", "id": id, "source": "urn:acme:events",
+        "type": "offer.snapshot", "time": "2026-11-29T08:00:00Z",
+        "data": {"offers": [{"sku": sku, "quantity": 1, "unit": "each",
+                             "price": price, "currency": "EUR"}]}
+    }))
+    .unwrap()
+}
+
+/// `body` POSTed to the connector's webhook, signed with `secret` now: (status, JSON answer).
+async fn post_signed(
+    base: &str,
+    connector: &str,
+    secret: &str,
+    id: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
+    call(
+        "POST",
+        format!("{base}/v1/webhooks/{connector}"),
+        signed_headers(secret, id, now, &body),
+        body,
+    )
+    .await
+}
 
 /// A signed webhook whose row carries a 500 KB price: the refusal names the field without
 /// echoing it whole, so the quarantine entry fits DynamoDB's 400 KB item limit, the message is
@@ -13,21 +42,9 @@ async fn a_signed_row_with_a_500_kb_field_is_quarantined_once_and_nothing_reache
     let env = spawn_env(true).await;
     let stack = spawn_stack(&env, None).await;
     let huge = "9".repeat(500 * 1024);
-    let body = serde_json::to_vec(&json!({
-        "specversion": "1.0", "id": "evt-huge", "source": "urn:acme:events",
-        "type": "offer.snapshot", "time": "2026-11-29T08:00:00Z",
-        "data": {"offers": [{"sku": "EV-HUGE", "quantity": 1, "unit": "each",
-                             "price": format!("{huge}.0.0"), "currency": "EUR"}]}
-    }))
-    .unwrap();
-    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
-    let (status, accepted) = call(
-        "POST",
-        format!("{}/v1/webhooks/acme-events", stack.base_url()),
-        signed_headers(SECRET, "msg-huge", now, &body),
-        body.clone(),
-    )
-    .await;
+    let body = offer_event("evt-huge", "EV-HUGE", &format!("{huge}.0.0"));
+    let (status, accepted) =
+        post_signed(&stack.base_url(), "acme-events", SECRET, "msg-huge", body).await;
     assert_eq!(status, 202, "{accepted}");
 
     wait_until("the refusal to be quarantined", || {
@@ -78,21 +95,8 @@ async fn artifact_links_download_as_attachments_and_evidence_is_never_cached() {
     let env = spawn_env(true).await;
     let stack = spawn_stack(&env, None).await;
     let base = stack.base_url();
-    let body = serde_json::to_vec(&json!({
-        "specversion": "1.0", "id": "evt-link", "source": "urn:acme:events",
-        "type": "offer.snapshot", "time": "2026-11-29T08:00:00Z",
-        "data": {"offers": [{"sku": "EV-LINK", "quantity": 3, "unit": "each",
-                             "price": "12.00", "currency": "EUR"}]}
-    }))
-    .unwrap();
-    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
-    let (status, _) = call(
-        "POST",
-        format!("{base}/v1/webhooks/acme-events"),
-        signed_headers(SECRET, "msg-link", now, &body),
-        body,
-    )
-    .await;
+    let body = offer_event("evt-link", "EV-LINK", "12.00");
+    let (status, _) = post_signed(&base, "acme-events", SECRET, "msg-link", body).await;
     assert_eq!(status, 202);
     wait_until("the observation", || {
         let env = &env;
@@ -202,20 +206,14 @@ async fn a_signing_secret_on_two_connectors_signs_for_the_first_only() {
     second.connector = feedsafe::domain::ids::ConnectorId::parse("acme-events-two").unwrap();
     env.seed(&second).await;
     let base = stack.base_url();
-    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
-    let event = |id: &str| {
-        serde_json::to_vec(&json!({
-            "specversion": "1.0", "id": id, "source": "urn:acme:events",
-            "type": "offer.snapshot", "time": "2026-11-29T08:00:00Z",
-            "data": {"offers": [{"sku": "EV-SHARED", "quantity": 1, "unit": "each",
-                                 "price": "1.00", "currency": "EUR"}]}
-        }))
-        .unwrap()
-    };
     let post = |connector: &'static str, secret: &'static str, id: &'static str| {
-        let body = event(id);
-        let url = format!("{base}/v1/webhooks/{connector}");
-        async move { call("POST", url, signed_headers(secret, id, now, &body), body).await }
+        post_signed(
+            &base,
+            connector,
+            secret,
+            id,
+            offer_event(id, "EV-SHARED", "1.00"),
+        )
     };
 
     let (status, first) = post("acme-events", SECRET, "evt-a").await;
