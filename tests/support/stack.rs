@@ -1,0 +1,73 @@
+//! The local stack on free ports over a test's resources, its sample connectors seeded.
+
+use crate::{engine_endpoints, TestEnv};
+use feedsafe::aws::AwsClients;
+
+/// The local stack on free ports over this test's resources, with the sample connectors seeded
+/// and a 1-second visibility timeout so that redelivery takes seconds.
+pub async fn spawn_stack(
+    env: &TestEnv,
+    tokens_file: Option<std::path::PathBuf>,
+) -> local_stack::Stack {
+    spawn_stack_with(env, |options| {
+        if let Some(file) = tokens_file {
+            options.tokens_file = file;
+        }
+    })
+    .await
+}
+
+/// `spawn_stack` with the options changed by `adjust` first.
+pub async fn spawn_stack_with(
+    env: &TestEnv,
+    adjust: impl FnOnce(&mut local_stack::StackOptions),
+) -> local_stack::Stack {
+    let (dynamodb, _) = engine_endpoints();
+    let mut options = local_stack::StackOptions {
+        port: 0,
+        supplier_port: 0,
+        pull_every: None,
+        sweep_every: std::time::Duration::from_secs(3600),
+        visibility_override: Some(1),
+        ..local_stack::StackOptions::default()
+    };
+    adjust(&mut options);
+    let stack = local_stack::start_stack(
+        env.clients.clone(),
+        &dynamodb,
+        env.resources.clone(),
+        options,
+    )
+    .await
+    .expect("stack starts");
+    for connector in local_stack::sample_connectors(&stack.supplier).unwrap() {
+        env.seed(&connector).await;
+    }
+    stack
+}
+
+/// The local stack on `clients` (e.g. wrapped by a `FaultInjector`), its connectors seeded;
+/// a received message not acknowledged within `visibility` seconds is received again.
+pub async fn spawn_stack_on(
+    env: &TestEnv,
+    clients: AwsClients,
+    visibility: i32,
+) -> local_stack::Stack {
+    let (dynamodb, _) = engine_endpoints();
+    let defaults = local_stack::StackOptions::default();
+    let options = local_stack::StackOptions {
+        port: 0,
+        supplier_port: 0,
+        pull_every: None,
+        sweep_every: std::time::Duration::from_secs(3600),
+        visibility_override: Some(visibility),
+        ..defaults
+    };
+    let stack = local_stack::start_stack(clients, &dynamodb, env.resources.clone(), options)
+        .await
+        .expect("stack starts");
+    for connector in local_stack::sample_connectors(&stack.supplier).unwrap() {
+        env.seed(&connector).await;
+    }
+    stack
+}
