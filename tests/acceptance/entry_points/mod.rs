@@ -89,7 +89,7 @@ async fn every_sample_event_runs_through_its_functions_entry_point() {
     let unknown: Vec<&String> = files.iter().filter(|f| case_of(f).is_none()).collect();
     assert!(
         unknown.is_empty(),
-        "samples in events/ without a case in tests/acceptance/entry_points.rs: {unknown:?}"
+        "samples in events/ without a case in tests/acceptance/entry_points/: {unknown:?}"
     );
     let missing: Vec<&str> = CASES
         .iter()
