@@ -42,9 +42,11 @@ async fn fresh_deliveries_and_replays_stay_within_the_request_budget() {
             0,
             "{fresh:?}"
         );
-        // The connector lookup (cached for 30 s in Lambda, not here) and the source's identity
-        // rules (read once per attempt, only on the paths that write observations).
-        assert_eq!(count(&fresh, "DynamoDB.GetItem"), 2, "{fresh:?}");
+        // The connector lookup (cached for 30 s in Lambda, not here), the replay record (is
+        // this byte-identical to what is stored? an eventually consistent read, before any
+        // parsing) and the source's identity rules (read once per attempt, only on the paths
+        // that write observations).
+        assert_eq!(count(&fresh, "DynamoDB.GetItem"), 3, "{fresh:?}");
         // moto echoes no checksum, so the new object is read back to verify it; on S3 the
         // PutObject response carries the verified checksum and these two are zero.
         assert!(
@@ -52,12 +54,14 @@ async fn fresh_deliveries_and_replays_stay_within_the_request_budget() {
             "{fresh:?}"
         );
 
+        // A byte-identical replay is recognized from the raw bytes' sha256 before any parsing:
+        // the record read and the conditional count, nothing sent to S3.
         let outcome = service.ingest_message(&envelope).await.unwrap();
         assert!(matches!(outcome, IngestOutcome::Replayed(_)));
         let replay = counter.take();
         assert_eq!(
             count(&replay, "S3.PutObject"),
-            1,
+            0,
             "{rows} rows replay: {replay:?}"
         );
         assert_eq!(
@@ -75,8 +79,15 @@ async fn fresh_deliveries_and_replays_stay_within_the_request_budget() {
             0,
             "{replay:?}"
         );
-        // A replay writes no observation, so it never reads the identity rules.
-        assert_eq!(count(&replay, "DynamoDB.GetItem"), 1, "{replay:?}");
+        // A replay writes no observation, so it never reads the identity rules: the connector
+        // (cached in Lambda) and the replay record.
+        assert_eq!(count(&replay, "DynamoDB.GetItem"), 2, "{replay:?}");
+        let requests: usize = replay.values().sum();
+        assert_eq!(
+            requests - 1,
+            2,
+            "two requests besides the connector: {replay:?}"
+        );
         report.push(format!("{rows} rows: fresh {fresh:?}; replay {replay:?}"));
     }
     println!("{}", report.join("\n"));

@@ -64,6 +64,29 @@ impl feedsafe::protocols::ports::EvidenceStore for ContendedAdvanceOnce {
             .await
     }
 
+    async fn looks_like_byte_identical_replay(
+        &self,
+        delivery_key: &str,
+        payload_sha256: &str,
+        now: Timestamp,
+    ) -> Result<bool, feedsafe::protocols::ports::StoreError> {
+        self.inner
+            .looks_like_byte_identical_replay(delivery_key, payload_sha256, now)
+            .await
+    }
+
+    async fn count_byte_identical_replay(
+        &self,
+        delivery_key: &str,
+        payload_sha256: &str,
+        now: Timestamp,
+    ) -> Result<Option<feedsafe::domain::model::ReplayRecord>, feedsafe::protocols::ports::StoreError>
+    {
+        self.inner
+            .count_byte_identical_replay(delivery_key, payload_sha256, now)
+            .await
+    }
+
     async fn write_chunk(
         &self,
         chunk: &feedsafe::protocols::ports::ChunkWrite,

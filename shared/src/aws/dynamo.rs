@@ -560,6 +560,26 @@ impl EvidenceStore for DynamoEvidenceStore {
         }
     }
 
+    async fn looks_like_byte_identical_replay(
+        &self,
+        delivery_key: &str,
+        payload_sha256: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.looks_like_replay_of_payload(delivery_key, payload_sha256, now)
+            .await
+    }
+
+    async fn count_byte_identical_replay(
+        &self,
+        delivery_key: &str,
+        payload_sha256: &str,
+        now: Timestamp,
+    ) -> Result<Option<ReplayRecord>, StoreError> {
+        self.count_replay_of_payload(delivery_key, payload_sha256, now)
+            .await
+    }
+
     async fn write_chunk(
         &self,
         chunk: &ChunkWrite,

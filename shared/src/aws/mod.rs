@@ -6,6 +6,7 @@ pub mod corrections;
 pub mod dynamo;
 pub mod evidence_reads;
 pub mod projection_table;
+mod replays;
 pub mod s3;
 pub mod secret_owners;
 pub mod secrets;

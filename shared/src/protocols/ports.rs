@@ -105,6 +105,26 @@ pub trait EvidenceStore: Send + Sync {
         now: Timestamp,
     ) -> Result<AttemptProbe, StoreError>;
 
+    /// Whether the record under `delivery_key` looks like a byte-identical replay's: COMMITTED,
+    /// unexpired at `now`, stored from a payload whose sha256 (hex) is `payload_sha256`. A read
+    /// that may be stale (eventually consistent): only a hint for taking the short path.
+    async fn looks_like_byte_identical_replay(
+        &self,
+        delivery_key: &str,
+        payload_sha256: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError>;
+
+    /// Counts one attempt on the record under `delivery_key` if it is still what
+    /// `looks_like_byte_identical_replay` saw (a conditional write under those same
+    /// conditions) and returns it; `None`, with nothing written, if it no longer is.
+    async fn count_byte_identical_replay(
+        &self,
+        delivery_key: &str,
+        payload_sha256: &str,
+        now: Timestamp,
+    ) -> Result<Option<ReplayRecord>, StoreError>;
+
     /// Writes the chunk atomically, or nothing.
     async fn write_chunk(
         &self,

@@ -55,6 +55,8 @@ enum Failure {
     /// Refused after the body was read from its claim: the body is the evidence to keep, since
     /// the claim object expires with the queue retention.
     RefusedClaimedBody(Rejection, Vec<u8>),
+    /// Settled before the delivery was prepared (a byte-identical replay).
+    Settled(IngestOutcome),
     Transient(IngestError),
 }
 
@@ -165,6 +167,7 @@ impl IngestService {
                     self.reject(message, Some(&envelope), rejection, Some(&body))
                         .await
                 }
+                Err(Failure::Settled(outcome)) => Ok(outcome),
                 Err(Failure::Transient(error)) => Err(error),
             }
         }
@@ -233,6 +236,36 @@ impl IngestService {
             return Err(Failure::Transient(invalid.into()));
         }
         let body = self.load_body(envelope, &connector).await?;
+        // A byte-identical replay is recognized from the raw bytes before any parsing: the
+        // committed record names the payload's sha256, and a payload with that sha256 is the
+        // same payload under any rule.
+        let payload_sha256 = hex(&sha256(&body));
+        let key = envelope.delivery_key();
+        let key_text = key.as_string();
+        let now = self.clock.now();
+        if self
+            .store
+            .looks_like_byte_identical_replay(&key_text, &payload_sha256, now)
+            .await?
+        {
+            // This check stands where the artifact put stands on the full path: both crash
+            // points of that step come before anything is counted.
+            self.crash_point(CrashPoint::BeforeArtifact)?;
+            self.crash_point(CrashPoint::AfterArtifact)?;
+            if let Some(record) = self
+                .store
+                .count_byte_identical_replay(&key_text, &payload_sha256, now)
+                .await?
+            {
+                info!(
+                    attempts = record.attempts,
+                    "byte-identical replay: stored result returned"
+                );
+                return Err(Failure::Settled(IngestOutcome::Replayed(
+                    DeliveryResult::of(&record),
+                )));
+            }
+        }
         let refused = |rejection: Rejection| match envelope.body {
             BodyRef::S3 { .. } => Failure::RefusedClaimedBody(rejection, body.clone()),
             BodyRef::Inline { .. } => Failure::Refused(rejection),
@@ -242,9 +275,6 @@ impl IngestService {
         let fingerprint =
             fingerprint_of(connector.canonicalization, connector.payload_format, &body)
                 .map_err(refused)?;
-        let key = envelope.delivery_key();
-        let key_text = key.as_string();
-        let payload_sha256 = hex(&sha256(&body));
         let artifact_key = artifact_key(&key, &payload_sha256);
         Ok(Delivery {
             envelope: envelope.clone(),

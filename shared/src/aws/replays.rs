@@ -1,0 +1,82 @@
+//! The byte-identical replay, recognized from the raw bytes' sha256 before any parsing
+//! (`EvidenceStore::count_byte_identical_replay`): an eventually consistent read of the replay
+//! record (half a read unit, and what a fresh delivery pays for the check), then, only when it
+//! looks like the same payload committed, the conditional count.
+
+use super::dynamo::{
+    decode_replay, key, n, replay_pk, s, unavailable, DynamoEvidenceStore, SK_REPLAY,
+};
+use crate::domain::model::{ReplayRecord, ReplayState};
+use crate::domain::timestamp::Timestamp;
+use crate::protocols::ports::StoreError;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::types::ReturnValue;
+
+impl DynamoEvidenceStore {
+    pub(crate) async fn looks_like_replay_of_payload(
+        &self,
+        delivery_key: &str,
+        payload_sha256: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let seen = self
+            .client()
+            .get_item()
+            .table_name(self.table())
+            .set_key(Some(key(replay_pk(delivery_key), SK_REPLAY)))
+            .send()
+            .await
+            .map_err(unavailable("look for a byte-identical replay"))?
+            .item
+            .map(decode_replay)
+            .transpose()?;
+        Ok(seen.is_some_and(|r| {
+            r.state == ReplayState::Committed
+                && r.payload_sha256 == payload_sha256
+                && !r.is_expired_at(now)
+        }))
+    }
+
+    /// The read may have been stale: the count holds only if the record still is what it looked.
+    pub(crate) async fn count_replay_of_payload(
+        &self,
+        delivery_key: &str,
+        payload_sha256: &str,
+        now: Timestamp,
+    ) -> Result<Option<ReplayRecord>, StoreError> {
+        let result = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(key(replay_pk(delivery_key), SK_REPLAY)))
+            .update_expression("SET attempts = attempts + :one, last_attempt_at = :now")
+            .condition_expression(
+                "attribute_exists(pk) AND expires_at > :now_s AND payload_sha256 = :sha \
+                 AND #state = :committed",
+            )
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":now", s(now.to_rfc3339()))
+            .expression_attribute_values(":now_s", n(now.unix_seconds()))
+            .expression_attribute_values(":sha", s(payload_sha256))
+            .expression_attribute_values(":committed", s("COMMITTED"))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(out) => out
+                .attributes
+                .map(decode_replay)
+                .transpose()?
+                .ok_or_else(|| StoreError::Invariant("UpdateItem returned no attributes".into()))
+                .map(Some),
+            Err(SdkError::ServiceError(e))
+                if e.err().is_conditional_check_failed_exception()
+                    || e.err().is_transaction_conflict_exception() =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(unavailable("count a byte-identical replay")(e)),
+        }
+    }
+}
