@@ -15,27 +15,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Roughly DynamoDB's item size: attribute names plus values (numbers counted as their text).
-fn item_size(item: &Item) -> usize {
-    fn value_size(v: &aws_sdk_dynamodb::types::AttributeValue) -> usize {
-        use aws_sdk_dynamodb::types::AttributeValue as A;
-        match v {
-            A::S(s) | A::N(s) => s.len(),
-            A::Ss(l) | A::Ns(l) => l.iter().map(String::len).sum(),
-            A::L(l) => 3 + l.iter().map(|v| 1 + value_size(v)).sum::<usize>(),
-            A::M(m) => {
-                3 + m
-                    .iter()
-                    .map(|(k, v)| 1 + k.len() + value_size(v))
-                    .sum::<usize>()
-            }
-            A::Bool(_) | A::Null(_) => 1,
-            A::B(b) => b.as_ref().len(),
-            _ => 8,
-        }
-    }
-    item.iter().map(|(k, v)| k.len() + value_size(v)).sum()
-}
+use feedsafe::aws::item_size::item_size;
 
 async fn raw_run_item(env: &TestEnv, run_id: &str) -> Item {
     env.clients

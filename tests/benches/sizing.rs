@@ -12,6 +12,7 @@
 //! Run with the engines up: `infra/engines.sh start && eval "$(infra/engines.sh env)" &&
 //! cargo bench -p acceptance --bench sizing`. It uses a DynamoDB Local database of its own.
 
+use acceptance::metering::cpu_ms;
 use acceptance::scale::{counted_projector, drain_as_lambda, rows_page};
 use acceptance::*;
 use feedsafe::domain::connector::Publication;
@@ -25,25 +26,6 @@ const ROWS: usize = 5_000;
 const RUN_PAGES: u32 = 100;
 const RUN_ROWS_PER_PAGE: usize = 50;
 const STREAM_BATCH: usize = 1_000;
-
-/// CPU time of this process (user + system), in milliseconds, from /proc/self/stat: the
-/// functions' own work, not the engines' (they are other processes).
-fn cpu_ms() -> u128 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u128>().ok())
-            .unwrap_or(0)
-    };
-    (ticks(11) + ticks(12)) * 10 // USER_HZ is 100 on Linux
-}
 
 /// Peak resident memory of this process so far, in MiB (VmHWM).
 fn peak_rss_mib() -> u64 {

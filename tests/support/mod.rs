@@ -4,6 +4,7 @@
 mod fixtures;
 mod http;
 mod interceptors;
+pub mod metering;
 #[path = "../model/mod.rs"]
 pub mod model;
 mod projection;

@@ -5,6 +5,7 @@
 pub mod corrections;
 pub mod dynamo;
 pub mod evidence_reads;
+pub mod item_size;
 pub mod projection_table;
 mod replays;
 pub mod s3;

@@ -1,0 +1,199 @@
+//! `scripts/bench` (issue 12): what a delivery costs in the units AWS bills and schedules, per
+//! row count and kind of delivery, through the ingest function's service on the local engines:
+//! requests by operation, sequential round trips on the critical path (from the requests'
+//! timestamps), DynamoDB read and write units by table and index (`ReturnConsumedCapacity:
+//! INDEXES` on every call), this process's CPU time, and wall time (engine-bound: DynamoDB
+//! Local serializes writes). Prints a table and writes `target/bench/report.json`.
+//!
+//! Kinds: fresh; byte-identical replay; re-serialized replay (same rows, other bytes);
+//! mutated replay (a changed quantity under the same identity: quarantined); a 16-way burst of
+//! one fresh delivery (the winner and the average loser).
+//!
+//! `cargo bench -p acceptance --bench bench [-- --quick]` with the engines' environment set;
+//! `scripts/bench [--quick]` starts engines of its own. `--quick` (1, 40 and 400 rows, a 4-way
+//! burst) is what CI runs to check that it works; its figures are not the record.
+
+use acceptance::metering::{cpu_ms, Meter, Metering};
+use acceptance::*;
+use feedsafe::aws::dynamo::DynamoEvidenceStore;
+use feedsafe::aws::s3::S3ArtifactStore;
+use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
+use feedsafe::protocols::ports::{NoFaults, SystemClock};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn metered_service(env: &TestEnv, metering: &Metering) -> IngestService {
+    let clients = intercepted(&env.clients, metering.clone());
+    let store = Arc::new(DynamoEvidenceStore::new(clients.dynamodb, &env.table));
+    IngestService::new(
+        store.clone(),
+        Arc::new(S3ArtifactStore::new(clients.s3, &env.bucket)),
+        store,
+        Arc::new(SystemClock),
+        Arc::new(NoFaults),
+    )
+}
+
+fn rows_of(export: &str, rows: usize, quantity: i64) -> Vec<Value> {
+    (0..rows)
+        .map(|i| {
+            offer(
+                &format!("{export}-{i:05}"),
+                quantity,
+                "10.00",
+                "2026-11-29T08:00:00Z",
+            )
+        })
+        .collect()
+}
+
+/// One row of the report.
+#[derive(serde::Serialize)]
+struct Case {
+    rows: usize,
+    kind: &'static str,
+    outcome: String,
+    meter: Meter,
+    cpu_ms: u128,
+    wall_ms: u128,
+}
+
+async fn measure(
+    service: &IngestService,
+    metering: &Metering,
+    envelope: &[u8],
+    rows: usize,
+    kind: &'static str,
+) -> Case {
+    metering.take();
+    let cpu = cpu_ms();
+    let at = Instant::now();
+    let outcome = service
+        .ingest_message(envelope)
+        .await
+        .expect("ingest settles");
+    let wall_ms = at.elapsed().as_millis();
+    Case {
+        rows,
+        kind,
+        outcome: outcome.code().to_owned(),
+        meter: metering.take(),
+        cpu_ms: cpu_ms() - cpu,
+        wall_ms,
+    }
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let sizes: &[usize] = if quick {
+        &[1, 40, 400]
+    } else {
+        &[1, 40, 400, 5_000]
+    };
+    let workers = if quick { 4 } else { 16 };
+    let env = spawn_heavy_env(true, "bench").await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let metering = Metering::default();
+    let service = metered_service(&env, &metering);
+    let mut cases = Vec::new();
+    for &rows in sizes {
+        let export = format!("EXP-N{rows}");
+        let body = export_page(&export, 1, 1, rows_of(&export, rows, 1));
+        let envelope = page_envelope(&acme, &export, 1, 1, &body);
+        cases.push(measure(&service, &metering, &envelope, rows, "fresh").await);
+        cases.push(
+            measure(
+                &service,
+                &metering,
+                &envelope,
+                rows,
+                "byte-identical replay",
+            )
+            .await,
+        );
+        let reserialized: Value = serde_json::from_slice(&body).unwrap();
+        let pretty = serde_json::to_vec_pretty(&reserialized).unwrap();
+        let envelope = page_envelope(&acme, &export, 1, 1, &pretty);
+        cases.push(measure(&service, &metering, &envelope, rows, "re-serialized replay").await);
+        let mutated = export_page(&export, 1, 1, rows_of(&export, rows, 2));
+        let envelope = page_envelope(&acme, &export, 1, 1, &mutated);
+        cases.push(measure(&service, &metering, &envelope, rows, "mutated replay").await);
+    }
+
+    // A burst: `workers` instances take the same fresh delivery at once.
+    let burst_rows = 40;
+    let export = "EXP-BURST";
+    let body = export_page(export, 1, 1, rows_of(export, burst_rows, 1));
+    let envelope = page_envelope(&acme, export, 1, 1, &body);
+    let meters: Vec<Metering> = (0..workers).map(|_| Metering::default()).collect();
+    let services: Vec<IngestService> = meters.iter().map(|m| metered_service(&env, m)).collect();
+    let outcomes =
+        futures_util::future::join_all(services.iter().map(|s| s.ingest_message(&envelope))).await;
+    let mut burst: Vec<(String, Meter)> = outcomes
+        .into_iter()
+        .zip(&meters)
+        .map(|(o, m)| {
+            (
+                o.map(|o: IngestOutcome| o.code().to_owned())
+                    .unwrap_or_else(|e| format!("error: {e}")),
+                m.take(),
+            )
+        })
+        .collect();
+    burst.sort_by_key(|(o, _)| o != "committed");
+    let losers: Vec<&Meter> = burst.iter().skip(1).map(|(_, m)| m).collect();
+    let loser_requests = losers.iter().map(|m| m.total_requests()).sum::<usize>() as f64
+        / losers.len().max(1) as f64;
+
+    println!();
+    println!("| rows | delivery | outcome | requests | round trips | write units billed (engine said) | read units billed | refused | CPU ms | wall ms (engine-bound) |");
+    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for c in &cases {
+        println!(
+            "| {} | {} | {} | {} | {} | {:.1} ({:.1}) | {:.1} | {} | {} | {} |",
+            c.rows,
+            c.kind,
+            c.outcome,
+            c.meter.total_requests(),
+            c.meter.round_trips,
+            c.meter.units_of("billed", ":write"),
+            c.meter.units_of("table", ":write") + c.meter.units_of("index", ":write"),
+            c.meter.units_of("billed", ":read"),
+            c.meter.refused,
+            c.cpu_ms,
+            c.wall_ms
+        );
+    }
+    println!();
+    println!(
+        "{workers}-way burst of one {burst_rows}-row delivery: {} (winner {} requests); losers average {loser_requests:.1} requests",
+        burst.first().map_or("-", |(o, _)| o.as_str()),
+        burst.first().map_or(0, |(_, m)| m.total_requests())
+    );
+    for c in cases.iter().filter(|c| c.kind == "fresh") {
+        let per_row = c.meter.units_of("billed", ":write") / c.rows as f64;
+        println!(
+            "fresh {} rows: {:.2} write units billed per observation ({:?})",
+            c.rows, per_row, c.meter.units
+        );
+    }
+    let report = json!({
+        "date": feedsafe::domain::timestamp::Timestamp::now().to_rfc3339(),
+        "quick": quick,
+        "cases": cases,
+        "burst": {"workers": workers, "rows": burst_rows,
+                  "outcomes": burst.iter().map(|(o, m)| json!({"outcome": o, "meter": m})).collect::<Vec<_>>(),
+                  "loser_requests_mean": loser_requests},
+    });
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    std::fs::create_dir_all(&dir).expect("target/bench");
+    std::fs::write(
+        dir.join("report.json"),
+        serde_json::to_vec_pretty(&report).unwrap(),
+    )
+    .expect("report written");
+    println!("report: target/bench/report.json");
+}
