@@ -64,14 +64,15 @@ impl feedsafe::protocols::ports::EvidenceStore for ContendedAdvanceOnce {
             .await
     }
 
-    async fn looks_like_byte_identical_replay(
+    async fn replay_hint(
         &self,
         delivery_key: &str,
         payload_sha256: &str,
         now: Timestamp,
-    ) -> Result<bool, feedsafe::protocols::ports::StoreError> {
+    ) -> Result<feedsafe::protocols::ports::ReplayHint, feedsafe::protocols::ports::StoreError>
+    {
         self.inner
-            .looks_like_byte_identical_replay(delivery_key, payload_sha256, now)
+            .replay_hint(delivery_key, payload_sha256, now)
             .await
     }
 

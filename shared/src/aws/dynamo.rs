@@ -560,14 +560,13 @@ impl EvidenceStore for DynamoEvidenceStore {
         }
     }
 
-    async fn looks_like_byte_identical_replay(
+    async fn replay_hint(
         &self,
         delivery_key: &str,
         payload_sha256: &str,
         now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        self.looks_like_replay_of_payload(delivery_key, payload_sha256, now)
-            .await
+    ) -> Result<crate::protocols::ports::ReplayHint, StoreError> {
+        self.replay_hint_of(delivery_key, payload_sha256, now).await
     }
 
     async fn count_byte_identical_replay(

@@ -1,24 +1,26 @@
 //! The byte-identical replay, recognized from the raw bytes' sha256 before any parsing
-//! (`EvidenceStore::count_byte_identical_replay`): an eventually consistent read of the replay
-//! record (half a read unit, and what a fresh delivery pays for the check), then, only when it
-//! looks like the same payload committed, the conditional count.
+//! (`EvidenceStore::replay_hint`, `count_byte_identical_replay`): an eventually consistent read
+//! of the replay record (half a read unit, and what a fresh delivery pays for the check), then,
+//! only when it looks like the same payload committed, the conditional count. A record of
+//! another payload sends the delivery to the probe rather than to a transaction that would be
+//! cancelled.
 
 use super::dynamo::{
     decode_replay, key, n, replay_pk, s, unavailable, DynamoEvidenceStore, SK_REPLAY,
 };
 use crate::domain::model::{ReplayRecord, ReplayState};
 use crate::domain::timestamp::Timestamp;
-use crate::protocols::ports::StoreError;
+use crate::protocols::ports::{ReplayHint, StoreError};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::ReturnValue;
 
 impl DynamoEvidenceStore {
-    pub(crate) async fn looks_like_replay_of_payload(
+    pub(crate) async fn replay_hint_of(
         &self,
         delivery_key: &str,
         payload_sha256: &str,
         now: Timestamp,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<ReplayHint, StoreError> {
         let seen = self
             .client()
             .get_item()
@@ -30,11 +32,17 @@ impl DynamoEvidenceStore {
             .item
             .map(decode_replay)
             .transpose()?;
-        Ok(seen.is_some_and(|r| {
-            r.state == ReplayState::Committed
-                && r.payload_sha256 == payload_sha256
-                && !r.is_expired_at(now)
-        }))
+        Ok(match seen {
+            None => ReplayHint::None,
+            Some(r)
+                if r.state == ReplayState::Committed
+                    && r.payload_sha256 == payload_sha256
+                    && !r.is_expired_at(now) =>
+            {
+                ReplayHint::SamePayload
+            }
+            Some(_) => ReplayHint::Recorded,
+        })
     }
 
     /// The read may have been stale: the count holds only if the record still is what it looked.

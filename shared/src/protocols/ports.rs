@@ -24,6 +24,17 @@ pub enum StoreError {
     Invariant(String),
 }
 
+/// What a possibly stale read says about a delivery's replay record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayHint {
+    /// No record was seen.
+    None,
+    /// A committed, unexpired record of this very payload (byte-identical).
+    SamePayload,
+    /// A record of another payload, a pending one, or an expired one.
+    Recorded,
+}
+
 #[derive(Debug)]
 pub enum AttemptProbe {
     /// A live record with the expected fingerprint; one more attempt was counted on it when the
@@ -105,18 +116,19 @@ pub trait EvidenceStore: Send + Sync {
         now: Timestamp,
     ) -> Result<AttemptProbe, StoreError>;
 
-    /// Whether the record under `delivery_key` looks like a byte-identical replay's: COMMITTED,
-    /// unexpired at `now`, stored from a payload whose sha256 (hex) is `payload_sha256`. A read
-    /// that may be stale (eventually consistent): only a hint for taking the short path.
-    async fn looks_like_byte_identical_replay(
+    /// What the record under `delivery_key` looks like, from a read that may be stale
+    /// (eventually consistent): only a hint for the path to take. `SamePayload` when it is
+    /// COMMITTED, unexpired at `now` and stored from a payload whose sha256 (hex) is
+    /// `payload_sha256` (a byte-identical replay); `Recorded` when there is another record.
+    async fn replay_hint(
         &self,
         delivery_key: &str,
         payload_sha256: &str,
         now: Timestamp,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<ReplayHint, StoreError>;
 
     /// Counts one attempt on the record under `delivery_key` if it is still what
-    /// `looks_like_byte_identical_replay` saw (a conditional write under those same
+    /// `replay_hint` saw as `SamePayload` (a conditional write under those same
     /// conditions) and returns it; `None`, with nothing written, if it no longer is.
     async fn count_byte_identical_replay(
         &self,

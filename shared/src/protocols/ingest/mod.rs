@@ -41,7 +41,7 @@ use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{
     ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite, AttemptProbe, ChunkOutcome,
     ChunkWrite, Clock, ConnectorDirectory, CrashPoint, EvidenceStore, Faults, ReplacedRecord,
-    ReplayAction, StoreError,
+    ReplayAction, ReplayHint, StoreError,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,6 +104,9 @@ struct Delivery {
     nonce: u64,
     /// The source's identity rules, read once, when observations are first built.
     rules: tokio::sync::OnceCell<CorrectionRules>,
+    /// A record under the key was seen (of another payload, pending or expired): the probe
+    /// comes first, not a transaction that it would cancel.
+    recorded: bool,
 }
 
 enum Step {
@@ -193,8 +196,8 @@ impl IngestService {
         // A new object is a fresh delivery (or a changed payload under an old key): go straight
         // to the transaction. An existing one means this payload came before: ask the record.
         let first = match written {
-            ArtifactWrite::Created => Step::Fresh(None),
-            ArtifactWrite::AlreadyStored => Step::Probe(delivery.fingerprint.clone()),
+            ArtifactWrite::Created if !delivery.recorded => Step::Fresh(None),
+            _ => Step::Probe(delivery.fingerprint.clone()),
         };
         let verified = written == ArtifactWrite::Created;
         Ok(self.settle(&delivery, first, verified).await?)
@@ -243,11 +246,11 @@ impl IngestService {
         let key = envelope.delivery_key();
         let key_text = key.as_string();
         let now = self.clock.now();
-        if self
+        let hint = self
             .store
-            .looks_like_byte_identical_replay(&key_text, &payload_sha256, now)
-            .await?
-        {
+            .replay_hint(&key_text, &payload_sha256, now)
+            .await?;
+        if hint == ReplayHint::SamePayload {
             // This check stands where the artifact put stands on the full path: both crash
             // points of that step come before anything is counted.
             self.crash_point(CrashPoint::BeforeArtifact)?;
@@ -289,6 +292,7 @@ impl IngestService {
             now: self.clock.now(),
             nonce: attempt_nonce(),
             rules: tokio::sync::OnceCell::new(),
+            recorded: hint == ReplayHint::Recorded,
         })
     }
 
