@@ -460,3 +460,41 @@ async fn a_resume_that_backs_off_and_probes_again_counts_its_delivery_once() {
     );
     assert_eq!(outcome.result().unwrap().attempts, 2);
 }
+
+/// Row 13: a byte-identical replay's check stands where the artifact put stands, so a crash at
+/// either artifact point on a replay has counted nothing; the redelivery counts once and
+/// returns the stored result.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_byte_identical_replay_crashing_at_the_artifact_step_counts_once_on_redelivery() {
+    for point in [CrashPoint::BeforeArtifact, CrashPoint::AfterArtifact] {
+        let env = spawn_env(true).await;
+        let acme = acme_eu();
+        env.seed(&acme).await;
+        let envelope = page_envelope(&acme, "EXP-8821", 2, 3, &page2());
+        let stored = env.service().ingest_message(&envelope).await.unwrap();
+        assert!(matches!(stored, IngestOutcome::Committed(_)), "{stored:?}");
+
+        let crash = CrashOnce::at(point);
+        let crashing = env.service_with(Arc::new(SystemClock), crash.clone());
+        let err = crashing
+            .ingest_message(&envelope)
+            .await
+            .expect_err("the replay dies at the artifact step");
+        assert!(
+            matches!(err, IngestError::InjectedCrash(p) if p == point),
+            "{err:?}"
+        );
+        assert_eq!(
+            env.replay(PAGE2).await.unwrap().attempts,
+            1,
+            "{point:?}: nothing counted"
+        );
+
+        let outcome = crashing.ingest_message(&envelope).await.unwrap();
+        let IngestOutcome::Replayed(result) = outcome else {
+            panic!("{point:?}: {outcome:?}")
+        };
+        assert_eq!(result.attempts, 2, "{point:?}: counted once");
+        assert_one_committed_delivery(&env).await;
+    }
+}

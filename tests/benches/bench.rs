@@ -15,25 +15,9 @@
 
 use acceptance::metering::{cpu_ms, Meter, Metering};
 use acceptance::*;
-use feedsafe::aws::dynamo::DynamoEvidenceStore;
-use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
-use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use serde_json::{json, Value};
-use std::sync::Arc;
 use std::time::Instant;
-
-fn metered_service(env: &TestEnv, metering: &Metering) -> IngestService {
-    let clients = intercepted(&env.clients, metering.clone());
-    let store = Arc::new(DynamoEvidenceStore::new(clients.dynamodb, &env.table));
-    IngestService::new(
-        store.clone(),
-        Arc::new(S3ArtifactStore::new(clients.s3, &env.bucket)),
-        store,
-        Arc::new(SystemClock),
-        Arc::new(NoFaults),
-    )
-}
 
 fn rows_of(export: &str, rows: usize, quantity: i64) -> Vec<Value> {
     (0..rows)
@@ -97,7 +81,7 @@ async fn main() {
     let acme = acme_eu();
     env.seed(&acme).await;
     let metering = Metering::default();
-    let service = metered_service(&env, &metering);
+    let service = env.service_through(metering.clone());
     let mut cases = Vec::new();
     for &rows in sizes {
         let export = format!("EXP-N{rows}");
@@ -129,7 +113,10 @@ async fn main() {
     let body = export_page(export, 1, 1, rows_of(export, burst_rows, 1));
     let envelope = page_envelope(&acme, export, 1, 1, &body);
     let meters: Vec<Metering> = (0..workers).map(|_| Metering::default()).collect();
-    let services: Vec<IngestService> = meters.iter().map(|m| metered_service(&env, m)).collect();
+    let services: Vec<IngestService> = meters
+        .iter()
+        .map(|m| env.service_through(m.clone()))
+        .collect();
     let outcomes =
         futures_util::future::join_all(services.iter().map(|s| s.ingest_message(&envelope))).await;
     let mut burst: Vec<(String, Meter)> = outcomes

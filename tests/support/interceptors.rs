@@ -41,7 +41,15 @@ impl aws_smithy_runtime_api::client::interceptors::Intercept for RequestCounter 
 impl TestEnv {
     /// An ingest service whose DynamoDB and S3 clients report every operation to `counter`.
     pub fn counted_service(&self, counter: &RequestCounter) -> IngestService {
-        let AwsClients { dynamodb, s3, .. } = intercepted(&self.clients, counter.clone());
+        self.service_through(counter.clone())
+    }
+
+    /// An ingest service whose DynamoDB and S3 clients go through `interceptor`.
+    pub fn service_through(
+        &self,
+        interceptor: impl aws_smithy_runtime_api::client::interceptors::Intercept + Clone + 'static,
+    ) -> IngestService {
+        let AwsClients { dynamodb, s3, .. } = intercepted(&self.clients, interceptor);
         let store = Arc::new(DynamoEvidenceStore::new(dynamodb, &self.table));
         IngestService::new(
             store.clone(),
