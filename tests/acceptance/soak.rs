@@ -11,15 +11,15 @@
 //! connector is the one the model says, the dead-letter queue is empty (no permanent fault was
 //! injected); it prints throughput, acknowledgement-to-readable latency and counts.
 
+use acceptance::load::{post_signed_webhook, AckFeed, SAMPLE_WEBHOOK_SECRET};
 use acceptance::*;
-use feedsafe::intake::webhook::{sign, SigningSecret};
+use feedsafe::protocols::query::QueryService;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The sample secret of the local `acme-events` connector (not a production secret).
-const SECRET: &str = "whsec_bG9jYWwtc2FtcGxlLXNlY3JldC1ub3QtZm9yLXByb2R1Y3Rpb24=";
+const SECRET: &str = SAMPLE_WEBHOOK_SECRET;
 /// Webhook senders; one pull scheduler and one file dropper run beside them.
 const WEBHOOK_SENDERS: usize = 6;
 const ITEMS: u64 = 40;
@@ -128,55 +128,11 @@ impl Sent {
 }
 
 async fn post(url: &str, event: &Event, webhook_id: &str) -> u16 {
-    let body = body(event);
-    let now = feedsafe::domain::timestamp::Timestamp::now().unix_seconds();
-    let secret = SigningSecret::parse(SECRET).unwrap();
-    let signature = sign(&secret, webhook_id, now, &body);
-    let url = url.to_owned();
-    let webhook_id = webhook_id.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        agent
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("webhook-id", &webhook_id)
-            .header("webhook-timestamp", now.to_string())
-            .header("webhook-signature", &signature)
-            .send(&body[..])
-            .map(|r| r.status().as_u16())
-            .unwrap_or(599)
-    })
-    .await
-    .unwrap()
+    post_signed_webhook(url, SECRET, webhook_id, body(event)).await
 }
 
-/// The item's current offer from `connector`, read through the query service (the readers'
-/// route): (observed second, quantity).
-async fn current_offer(
-    query: &feedsafe::protocols::query::QueryService,
-    connector: &str,
-    item: u64,
-) -> Option<(i64, u64)> {
-    let reader = feedsafe::protocols::query::Principal {
-        tenant: feedsafe::domain::ids::TenantId::parse("demo").unwrap(),
-        scopes: vec!["offers:read".into()],
-        subject: None,
-    };
-    let now = feedsafe::domain::timestamp::Timestamp::now();
-    let offers = query
-        .offers(&reader, &format!("SOAK-{item:03}"), None, now)
-        .await
-        .ok()?;
-    offers["offers"].as_array()?.iter().find_map(|o| {
-        (o["connector"] == connector).then(|| {
-            let at =
-                feedsafe::domain::timestamp::Timestamp::parse(o["observed_at"].as_str()?).ok()?;
-            Some((at.unix_seconds(), o["quantity"].as_u64()?))
-        })?
-    })
+async fn current_offer(query: &QueryService, connector: &str, item: u64) -> Option<(i64, u64)> {
+    acceptance::load::current_offer(query, connector, &format!("SOAK-{item:03}")).await
 }
 
 fn pick(rng: &mut TestRng, below: u64) -> u64 {
@@ -413,7 +369,7 @@ async fn soak_under_injected_faults() {
     let sent = Arc::new(Mutex::new(Sent::default()));
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     // (acknowledged at, item, observed second) of every tenth fresh event, for the latency.
-    let (acks, mut acked_rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, u64, i64)>();
+    let (acks, acked_rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, u64, i64)>();
     let started = Instant::now();
     let mut senders = Vec::new();
     for sender in 0..WEBHOOK_SENDERS {
@@ -450,23 +406,10 @@ async fn soak_under_injected_faults() {
         tokio::spawn(async move {
             let mut pending: Vec<(Instant, u64, i64)> = Vec::new();
             let mut latencies = Vec::new();
-            let mut open = true;
             // After the last acknowledgement, samples get 120 s to become readable.
-            let mut deadline = Instant::now() + Duration::from_secs(3600);
-            while (open || !pending.is_empty()) && Instant::now() < deadline {
-                loop {
-                    match acked_rx.try_recv() {
-                        Ok(ack) => pending.push(ack),
-                        Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
-                        Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
-                            if open {
-                                deadline = Instant::now() + Duration::from_secs(120);
-                            }
-                            open = false;
-                            break;
-                        }
-                    }
-                }
+            let mut feed = AckFeed::new(acked_rx, Duration::from_secs(120));
+            while feed.keep_going(!pending.is_empty()) {
+                pending.extend(feed.arrived());
                 let mut still = Vec::new();
                 for (acked, item, second) in pending.drain(..) {
                     if current_offer(&query, WEBHOOKS, item)

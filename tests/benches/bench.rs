@@ -13,7 +13,8 @@
 //! `scripts/bench [--quick]` starts engines of its own. `--quick` (1, 40 and 400 rows, a 4-way
 //! burst) is what CI runs to check that it works; its figures are not the record.
 
-use acceptance::metering::{cpu_ms, Meter, Metering};
+use acceptance::baseline::{baseline_python, run_baseline, BaselineCase, BaselineInput};
+use acceptance::metering::{cpu_us, Meter, Metering};
 use acceptance::*;
 use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
 use serde_json::{json, Value};
@@ -39,11 +40,44 @@ struct Case {
     kind: &'static str,
     outcome: String,
     meter: Meter,
-    cpu_ms: u128,
+    cpu_ms: f64,
     wall_ms: u128,
+    /// The projector's work on the stream records this delivery wrote.
+    projection: Projection,
+}
+
+#[derive(serde::Serialize)]
+struct Projection {
+    stream_records: usize,
+    meter: Meter,
+    /// Stream polling included (small beside the projector's).
+    cpu_ms: f64,
+}
+
+/// The read side's share: what the projector does with the stream records the delivery just
+/// wrote, through its own metered client.
+struct ReadSide {
+    stream: local_stack::events::StreamReader,
+    projector: feedsafe::protocols::projection::Projector,
+    metering: Metering,
+}
+
+impl ReadSide {
+    async fn project(&mut self, env: &TestEnv) -> Projection {
+        self.metering.take();
+        let cpu = cpu_us();
+        let records = env.drain(&mut self.stream, &self.projector).await.len();
+        Projection {
+            stream_records: records,
+            cpu_ms: (cpu_us() - cpu) as f64 / 1000.0,
+            meter: self.metering.take(),
+        }
+    }
 }
 
 async fn measure(
+    env: &TestEnv,
+    read_side: &mut ReadSide,
     service: &IngestService,
     metering: &Metering,
     envelope: &[u8],
@@ -51,20 +85,23 @@ async fn measure(
     kind: &'static str,
 ) -> Case {
     metering.take();
-    let cpu = cpu_ms();
+    let cpu = cpu_us();
     let at = Instant::now();
     let outcome = service
         .ingest_message(envelope)
         .await
         .expect("ingest settles");
     let wall_ms = at.elapsed().as_millis();
+    let meter = metering.take();
+    let cpu_ms = (cpu_us() - cpu) as f64 / 1000.0;
     Case {
         rows,
         kind,
         outcome: outcome.code().to_owned(),
-        meter: metering.take(),
-        cpu_ms: cpu_ms() - cpu,
+        meter,
+        cpu_ms,
         wall_ms,
+        projection: read_side.project(env).await,
     }
 }
 
@@ -82,29 +119,51 @@ async fn main() {
     env.seed(&acme).await;
     let metering = Metering::default();
     let service = env.service_through(metering.clone());
+    let projection_metering = Metering::default();
+    let mut read_side = ReadSide {
+        stream: env.stream().await,
+        projector: env.projector_through(projection_metering.clone()),
+        metering: projection_metering,
+    };
     let mut cases = Vec::new();
+    // The same deliveries, in the same order, for the baseline.
+    let mut baseline_inputs = Vec::new();
     for &rows in sizes {
         let export = format!("EXP-N{rows}");
         let body = export_page(&export, 1, 1, rows_of(&export, rows, 1));
-        let envelope = page_envelope(&acme, &export, 1, 1, &body);
-        cases.push(measure(&service, &metering, &envelope, rows, "fresh").await);
-        cases.push(
-            measure(
+        let reserialized: Value = serde_json::from_slice(&body).unwrap();
+        let pretty = serde_json::to_vec_pretty(&reserialized).unwrap();
+        let mutated = export_page(&export, 1, 1, rows_of(&export, rows, 2));
+        let fresh = page_envelope(&acme, &export, 1, 1, &body);
+        let deliveries = [
+            ("fresh", fresh.clone()),
+            ("byte-identical replay", fresh),
+            (
+                "re-serialized replay",
+                page_envelope(&acme, &export, 1, 1, &pretty),
+            ),
+            (
+                "mutated replay",
+                page_envelope(&acme, &export, 1, 1, &mutated),
+            ),
+        ];
+        for (kind, envelope) in deliveries {
+            let case = measure(
+                &env,
+                &mut read_side,
                 &service,
                 &metering,
                 &envelope,
                 rows,
-                "byte-identical replay",
-            )
-            .await,
-        );
-        let reserialized: Value = serde_json::from_slice(&body).unwrap();
-        let pretty = serde_json::to_vec_pretty(&reserialized).unwrap();
-        let envelope = page_envelope(&acme, &export, 1, 1, &pretty);
-        cases.push(measure(&service, &metering, &envelope, rows, "re-serialized replay").await);
-        let mutated = export_page(&export, 1, 1, rows_of(&export, rows, 2));
-        let envelope = page_envelope(&acme, &export, 1, 1, &mutated);
-        cases.push(measure(&service, &metering, &envelope, rows, "mutated replay").await);
+                kind,
+            );
+            cases.push(case.await);
+            baseline_inputs.push(BaselineInput {
+                rows,
+                kind,
+                envelope: String::from_utf8(envelope).expect("envelopes are JSON"),
+            });
+        }
     }
 
     // A burst: `workers` instances take the same fresh delivery at once.
@@ -140,7 +199,7 @@ async fn main() {
     println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for c in &cases {
         println!(
-            "| {} | {} | {} | {} | {} | {:.1} ({:.1}) | {:.1} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:.1} ({:.1}) | {:.1} | {} | {:.1} | {} |",
             c.rows,
             c.kind,
             c.outcome,
@@ -152,6 +211,24 @@ async fn main() {
             c.meter.refused,
             c.cpu_ms,
             c.wall_ms
+        );
+    }
+    println!();
+    println!("Projection of each case (the projector on the stream records the delivery wrote):");
+    println!("| rows | delivery | stream records | requests | round trips | write units billed | read units billed | CPU ms |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    for c in &cases {
+        let p = &c.projection;
+        println!(
+            "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} |",
+            c.rows,
+            c.kind,
+            p.stream_records,
+            p.meter.total_requests(),
+            p.meter.round_trips,
+            p.meter.units_of("billed", ":write"),
+            p.meter.units_of("billed", ":read"),
+            p.cpu_ms
         );
     }
     println!();
@@ -167,6 +244,21 @@ async fn main() {
             c.rows, per_row, c.meter.units
         );
     }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    let baseline = match baseline_python() {
+        Some(python) => {
+            let measured = run_baseline(&python, &baseline_inputs, &dir)
+                .unwrap_or_else(|e| panic!("the Powertools baseline did not run: {e:#}"));
+            print_baseline(&cases, &measured);
+            Some(measured)
+        }
+        None => {
+            println!(
+                "baseline not run: FEEDSAFE_BASELINE_PYTHON is not set (scripts/bench sets it)"
+            );
+            None
+        }
+    };
     let report = json!({
         "date": feedsafe::domain::timestamp::Timestamp::now().to_rfc3339(),
         "quick": quick,
@@ -174,8 +266,8 @@ async fn main() {
         "burst": {"workers": workers, "rows": burst_rows,
                   "outcomes": burst.iter().map(|(o, m)| json!({"outcome": o, "meter": m})).collect::<Vec<_>>(),
                   "loser_requests_mean": loser_requests},
+        "baseline": baseline,
     });
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
     std::fs::create_dir_all(&dir).expect("target/bench");
     std::fs::write(
         dir.join("report.json"),
@@ -183,4 +275,44 @@ async fn main() {
     )
     .expect("report written");
     println!("report: target/bench/report.json");
+}
+
+/// The baseline's figures beside feedsafe's, case by case, with feedsafe / baseline ratios.
+fn print_baseline(cases: &[Case], baseline: &[BaselineCase]) {
+    println!();
+    println!("Baseline: Python + Powertools idempotency, one item per row (tests/baseline/powertools_baseline.py); ratios are feedsafe / baseline");
+    println!("| rows | delivery | baseline outcome | requests | write units | read units | CPU ms | wall ms | requests x | write units x | CPU x | wall x |");
+    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let ratio = |ours: f64, theirs: f64| {
+        if theirs > 0.0 {
+            format!("{:.2}", ours / theirs)
+        } else {
+            "-".to_owned()
+        }
+    };
+    for (ours, theirs) in cases.iter().zip(baseline) {
+        assert_eq!(
+            (ours.rows, ours.kind),
+            (theirs.rows, theirs.kind.as_str()),
+            "the baseline answers the same cases in the same order"
+        );
+        println!(
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} |",
+            theirs.rows,
+            theirs.kind,
+            theirs.outcome,
+            theirs.total_requests(),
+            theirs.write_units,
+            theirs.read_units,
+            theirs.cpu_ms,
+            theirs.wall_ms,
+            ratio(
+                ours.meter.total_requests() as f64,
+                theirs.total_requests() as f64
+            ),
+            ratio(ours.meter.units_of("billed", ":write"), theirs.write_units),
+            ratio(ours.cpu_ms, theirs.cpu_ms),
+            ratio(ours.wall_ms as f64, theirs.wall_ms),
+        );
+    }
 }

@@ -59,6 +59,21 @@ impl TestEnv {
             Arc::new(NoFaults),
         )
     }
+
+    /// The projector, its DynamoDB client (evidence reads and projection writes) through
+    /// `interceptor`.
+    pub fn projector_through(
+        &self,
+        interceptor: impl aws_smithy_runtime_api::client::interceptors::Intercept + Clone + 'static,
+    ) -> feedsafe::protocols::projection::Projector {
+        let AwsClients { dynamodb, .. } = intercepted(&self.clients, interceptor);
+        let store = Arc::new(DynamoEvidenceStore::new(dynamodb.clone(), &self.table));
+        let projection = Arc::new(feedsafe::aws::projection_table::DynamoProjectionStore::new(
+            dynamodb,
+            self.projection_table(),
+        ));
+        feedsafe::protocols::projection::Projector::new(store.clone(), projection, store)
+    }
 }
 
 /// `clients` with `interceptor` on the DynamoDB and S3 clients (SQS unchanged).

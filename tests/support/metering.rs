@@ -87,7 +87,8 @@ impl Meter {
             .iter()
             .filter(|(k, _)| k.starts_with(prefix) && k.ends_with(kind))
             .map(|(_, v)| v)
-            .sum()
+            // `sum` of no f64 is -0.0.
+            .fold(0.0, |total, v| total + v)
     }
 }
 
@@ -331,18 +332,72 @@ impl Intercept for Metering {
 /// CPU time of this process (user + system), in milliseconds, from /proc/self/stat: the
 /// functions' own work, not the engines' (they are other processes).
 pub fn cpu_ms() -> u128 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u128>().ok())
-            .unwrap_or(0)
+    cpu_us() / 1000
+}
+
+/// This process's CPU time (all threads, user and system) in microseconds, from
+/// `CLOCK_PROCESS_CPUTIME_ID`.
+pub fn cpu_us() -> u128 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
-    (ticks(11) + ticks(12)) * 10 // USER_HZ is 100 on Linux
+    // SAFETY: `now` is a valid, writable timespec; the clock id is a constant Linux defines.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) } == 0;
+    assert!(ok, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed");
+    now.tv_sec as u128 * 1_000_000 + now.tv_nsec as u128 / 1000
+}
+
+/// utime + stime of process `pid` (a number, or `self`) in milliseconds; 0 when it is gone.
+pub fn cpu_ms_of(pid: &str) -> u128 {
+    stat_fields(pid).map_or(0, |fields| {
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u128>().ok())
+                .unwrap_or(0)
+        };
+        (ticks(11) + ticks(12)) * 10 // USER_HZ is 100 on Linux
+    })
+}
+
+/// CPU milliseconds of `pid` and every process descending from it (an engine's launcher and
+/// the JVM or Python process it started).
+pub fn cpu_ms_of_tree(pid: u32) -> u128 {
+    let mut parents = std::collections::BTreeMap::<u32, Vec<u32>>::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // The parent is the 2nd field after the command.
+        if let Some(parent) = stat_fields(&child.to_string())
+            .and_then(|f| f.get(1).and_then(|p| p.parse::<u32>().ok()))
+        {
+            parents.entry(parent).or_default().push(child);
+        }
+    }
+    let mut total = 0;
+    let mut stack = vec![pid];
+    while let Some(next) = stack.pop() {
+        total += cpu_ms_of(&next.to_string());
+        stack.extend(parents.get(&next).into_iter().flatten());
+    }
+    total
+}
+
+/// The fields of /proc/{pid}/stat after the command's closing parenthesis (state first;
+/// utime and stime are the 12th and 13th).
+fn stat_fields(pid: &str) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect(),
+    )
 }

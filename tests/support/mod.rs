@@ -1,9 +1,11 @@
 //! Test harness: every test gets its own tables, queues and bucket on the shared local engines
 //! (started by `scripts/test` or `infra/engines.sh start`), created from `template.yaml`.
 
+pub mod baseline;
 mod fixtures;
 mod http;
 mod interceptors;
+pub mod load;
 pub mod metering;
 #[path = "../model/mod.rs"]
 pub mod model;
