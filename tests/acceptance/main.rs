@@ -17,6 +17,7 @@ mod projection;
 mod projection_lag;
 mod projection_races;
 mod projection_scale;
+mod racing_puts;
 mod read_path;
 mod request_budget;
 mod runs;

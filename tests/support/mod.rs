@@ -94,7 +94,11 @@ pub async fn spawn_heavy_env(ttl: bool, database: &str) -> TestEnv {
         .chars()
         .filter(char::is_ascii_alphanumeric)
         .collect();
-    env_on(AwsClients::local_database(&dynamodb, &moto, &database), ttl).await
+    // S3's 409 for racing conditional puts, which moto does not give.
+    let clients = local_stack::conditional_puts::with_s3_conditional_puts(
+        AwsClients::local_database(&dynamodb, &moto, &database),
+    );
+    env_on(clients, ttl).await
 }
 
 async fn env_on(clients: AwsClients, ttl: bool) -> TestEnv {

@@ -12,6 +12,7 @@
 
 pub mod apigw;
 pub mod async_invoke;
+pub mod conditional_puts;
 pub mod drop_trigger;
 pub mod events;
 pub mod fake_supplier;

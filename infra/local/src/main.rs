@@ -130,7 +130,10 @@ const IN_FLIGHT_EXIT: i32 = 75;
 async fn up() -> Result<()> {
     let dynamodb = endpoint("FEEDSAFE_DYNAMODB_ENDPOINT")?;
     let moto = endpoint("FEEDSAFE_MOTO_ENDPOINT")?;
-    let clients = AwsClients::local(&dynamodb, &moto);
+    // S3's 409 for racing conditional puts, which moto does not give.
+    let clients = local_stack::conditional_puts::with_s3_conditional_puts(AwsClients::local(
+        &dynamodb, &moto,
+    ));
     // Stable names: a restart finds the same tables, queues and bucket (created only when
     // missing), so nothing acknowledged before it is out of reach after it.
     let prefix = std::env::var("FEEDSAFE_STACK_PREFIX").unwrap_or_else(|_| "local".into());

@@ -54,7 +54,13 @@ impl S3ArtifactStore {
             .checksum_mode(ChecksumMode::Enabled)
             .send()
             .await
-            .map_err(unavailable("head raw artifact"))?;
+            .map_err(|e| match status_of(&e) {
+                // Absent: e.g. a racing writer's upload that never landed.
+                Some(404) => ArtifactError::NotFound {
+                    key: key.to_owned(),
+                },
+                _ => unavailable("head raw artifact")(e),
+            })?;
         let found = match head.checksum_sha256() {
             // Whole-object checksums only; multipart composites carry a `-N` suffix.
             Some(b64) if !b64.contains('-') => b64.to_owned(),
@@ -118,6 +124,15 @@ impl ArtifactStore for S3ArtifactStore {
             }
             // 412: an object already stands under the key; it is kept as it is.
             Err(e) if status_of(&e) == Some(412) => Ok(ArtifactWrite::AlreadyStored),
+            // 409: a conditional put of the same key is in flight. S3 says to retry the upload;
+            // this one need not, since the other carries the same bytes.
+            Err(e)
+                if status_of(&e) == Some(409)
+                    && e.as_service_error().and_then(|s| s.code())
+                        == Some("ConditionalRequestConflict") =>
+            {
+                Ok(ArtifactWrite::Racing)
+            }
             Err(e) => Err(unavailable("put raw artifact")(e)),
         }
     }

@@ -167,6 +167,11 @@ pub enum ArtifactWrite {
     /// An object already stood under the key and was kept. It is not verified yet: call
     /// `verify` before publishing anything against it.
     AlreadyStored,
+    /// Another writer's conditional put of this key was in flight (S3's 409
+    /// `ConditionalRequestConflict`). The key names the payload's sha256, so that writer is
+    /// putting these same bytes; whether its upload lands is not known yet: `verify` before
+    /// publishing anything against it.
+    Racing,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -197,7 +197,12 @@ impl IngestService {
         // to the transaction. An existing one means this payload came before: ask the record.
         let first = match written {
             ArtifactWrite::Created if !delivery.recorded => Step::Fresh(None),
-            _ => Step::Probe(delivery.fingerprint.clone()),
+            // The racing writer is about to commit this same payload: give it a moment before
+            // the first look, instead of a transaction its commit would cancel.
+            ArtifactWrite::Racing => Step::Backoff,
+            ArtifactWrite::Created | ArtifactWrite::AlreadyStored => {
+                Step::Probe(delivery.fingerprint.clone())
+            }
         };
         let verified = written == ArtifactWrite::Created;
         Ok(self.settle(&delivery, first, verified).await?)
