@@ -50,6 +50,10 @@ use tracing::{error, field, info, warn, Instrument};
 /// Bound on probe/transaction rounds for one message before it is handed back to the queue.
 const MAX_ROUNDS: u32 = 40;
 
+/// How many times a delivery whose artifact put raced another writer's waits for that writer's
+/// record before storing the payload itself (backoffs of 10-20, 20-40 and 40-80 ms).
+const RACING_WAITS: u32 = 3;
+
 enum Failure {
     Refused(Rejection),
     /// Refused after the body was read from its claim: the body is the evidence to keep, since
@@ -205,7 +209,11 @@ impl IngestService {
             }
         };
         let verified = written == ArtifactWrite::Created;
-        Ok(self.settle(&delivery, first, verified).await?)
+        // The artifact is there (or going there) but no record was when we looked: most likely
+        // another worker is committing this payload right now (or one died after its put).
+        let racing = written == ArtifactWrite::Racing
+            || (written == ArtifactWrite::AlreadyStored && !delivery.recorded);
+        Ok(self.settle(&delivery, first, verified, racing).await?)
     }
 
     /// Connector, body and rows: everything that can refuse the message, before anything is written.
@@ -354,12 +362,17 @@ impl IngestService {
         d: &Delivery,
         first: Step,
         mut verified: bool,
+        racing: bool,
     ) -> Result<IngestOutcome, IngestError> {
-        let mut step = first;
         let mut round = 0;
         // One attempt per message: once this message is counted on the record (by a probe, or
         // by creating the record with `attempts: 1`), later probes only look.
         let mut counted = false;
+        // While the racing writer's record is not visible yet, wait for it a few times before
+        // storing the payload ourselves: a transaction its commit would cancel is billed in
+        // full. A writer that died after its put costs its redelivery these waits (~140 ms).
+        let mut wait_for_racer = if racing { RACING_WAITS } else { 0 };
+        let mut step = first;
         loop {
             round += 1;
             if round > MAX_ROUNDS {
@@ -373,6 +386,10 @@ impl IngestService {
                     .record_attempt(&d.key_text, &expected, !counted, d.now)
                     .await?
                 {
+                    AttemptProbe::Absent if wait_for_racer > 0 => {
+                        wait_for_racer -= 1;
+                        Step::Backoff
+                    }
                     AttemptProbe::Absent => Step::Fresh(None),
                     AttemptProbe::Contended => Step::Backoff,
                     AttemptProbe::Expired(old) => Step::Fresh(Some(old)),
