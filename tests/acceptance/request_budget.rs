@@ -42,11 +42,11 @@ async fn fresh_deliveries_and_replays_stay_within_the_request_budget() {
             0,
             "{fresh:?}"
         );
-        // The connector lookup (cached for 30 s in Lambda, not here), the replay record (is
-        // this byte-identical to what is stored? an eventually consistent read, before any
-        // parsing) and the source's identity rules (read once per attempt, only on the paths
-        // that write observations).
-        assert_eq!(count(&fresh, "DynamoDB.GetItem"), 3, "{fresh:?}");
+        // The connector lookup (cached for 30 s in Lambda, not here), then the replay record
+        // (is this byte-identical to what is stored? before any parsing) and the source's
+        // identity rules in one `BatchGetItem`: one round trip, not two.
+        assert_eq!(count(&fresh, "DynamoDB.GetItem"), 1, "{fresh:?}");
+        assert_eq!(count(&fresh, "DynamoDB.BatchGetItem"), 1, "{fresh:?}");
         // moto echoes no checksum, so the new object is read back to verify it; on S3 the
         // PutObject response carries the verified checksum and these two are zero.
         assert!(
@@ -79,9 +79,9 @@ async fn fresh_deliveries_and_replays_stay_within_the_request_budget() {
             0,
             "{replay:?}"
         );
-        // A replay writes no observation, so it never reads the identity rules: the connector
-        // (cached in Lambda) and the replay record.
-        assert_eq!(count(&replay, "DynamoDB.GetItem"), 2, "{replay:?}");
+        // The connector (cached in Lambda), and the replay record read with the rules.
+        assert_eq!(count(&replay, "DynamoDB.GetItem"), 1, "{replay:?}");
+        assert_eq!(count(&replay, "DynamoDB.BatchGetItem"), 1, "{replay:?}");
         let requests: usize = replay.values().sum();
         assert_eq!(
             requests - 1,

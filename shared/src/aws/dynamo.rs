@@ -569,6 +569,23 @@ impl EvidenceStore for DynamoEvidenceStore {
         self.replay_hint_of(delivery_key, payload_sha256, now).await
     }
 
+    async fn replay_hint_and_rules(
+        &self,
+        delivery_key: &str,
+        payload_sha256: &str,
+        source: &crate::domain::model::SourceRef,
+        now: Timestamp,
+    ) -> Result<
+        (
+            crate::protocols::ports::ReplayHint,
+            crate::domain::model::CorrectionRules,
+        ),
+        StoreError,
+    > {
+        self.replay_hint_and_rules_of(delivery_key, payload_sha256, source, now)
+            .await
+    }
+
     async fn count_byte_identical_replay(
         &self,
         delivery_key: &str,

@@ -127,6 +127,19 @@ pub trait EvidenceStore: Send + Sync {
         now: Timestamp,
     ) -> Result<ReplayHint, StoreError>;
 
+    /// `replay_hint` and the source's `correction_rules`, which the fresh path needs next, read
+    /// together; the store may do it in one round trip.
+    async fn replay_hint_and_rules(
+        &self,
+        delivery_key: &str,
+        payload_sha256: &str,
+        source: &SourceRef,
+        now: Timestamp,
+    ) -> Result<(ReplayHint, CorrectionRules), StoreError> {
+        let hint = self.replay_hint(delivery_key, payload_sha256, now).await?;
+        Ok((hint, self.correction_rules(source).await?))
+    }
+
     /// Counts one attempt on the record under `delivery_key` if it is still what
     /// `replay_hint` saw as `SamePayload` (a conditional write under those same
     /// conditions) and returns it; `None`, with nothing written, if it no longer is.

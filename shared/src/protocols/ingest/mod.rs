@@ -106,8 +106,8 @@ struct Delivery {
     now: Timestamp,
     /// Per-attempt randomness for transaction tokens.
     nonce: u64,
-    /// The source's identity rules, read once, when observations are first built.
-    rules: tokio::sync::OnceCell<CorrectionRules>,
+    /// The source's identity rules, read with the replay record before the payload is parsed.
+    rules: CorrectionRules,
     /// A record under the key was seen (of another payload, pending or expired): the probe
     /// comes first, not a transaction that it would cancel.
     recorded: bool,
@@ -259,9 +259,15 @@ impl IngestService {
         let key = envelope.delivery_key();
         let key_text = key.as_string();
         let now = self.clock.now();
-        let hint = self
+        // The source's identity rules come with it: the fresh path needs them next.
+        let source = SourceRef {
+            tenant: key.tenant.clone(),
+            connector: key.connector.clone(),
+            source_account: key.source_account.clone(),
+        };
+        let (hint, rules) = self
             .store
-            .replay_hint(&key_text, &payload_sha256, now)
+            .replay_hint_and_rules(&key_text, &payload_sha256, &source, now)
             .await?;
         if hint == ReplayHint::SamePayload {
             // This check stands where the artifact put stands on the full path: both crash
@@ -304,7 +310,7 @@ impl IngestService {
             rows,
             now: self.clock.now(),
             nonce: attempt_nonce(),
-            rules: tokio::sync::OnceCell::new(),
+            rules,
             recorded: hint == ReplayHint::Recorded,
         })
     }
@@ -548,7 +554,7 @@ impl IngestService {
                 (None, None) => None,
             },
         };
-        let rules = self.rules(d).await?;
+        let rules = &d.rules;
         let observations = self.observations(&record, &d.rows, &d.connector, rules, d.now);
         let chunk = ChunkWrite {
             token: transaction_token(&record, 0, d.nonce),
@@ -590,7 +596,7 @@ impl IngestService {
     /// Writes the chunks a `PENDING` record still lacks; the last one commits the delivery.
     async fn resume(&self, d: &Delivery, mut record: ReplayRecord) -> Result<Step, IngestError> {
         let rows = self.rows_for(d, &record)?;
-        let rules = self.rules(d).await?;
+        let rules = &d.rules;
         let observations = self.observations(&record, &rows, &d.connector, rules, d.now);
         let plan = chunk_plan(rows.len());
         if plan.len() as u32 != record.chunks_total {
@@ -682,18 +688,6 @@ impl IngestService {
             .into());
         }
         Ok(rows)
-    }
-
-    /// The identity rules of the delivery's source (read on first use, then kept for the attempt).
-    async fn rules<'d>(&self, d: &'d Delivery) -> Result<&'d CorrectionRules, IngestError> {
-        let source = SourceRef {
-            tenant: d.key.tenant.clone(),
-            connector: d.key.connector.clone(),
-            source_account: d.key.source_account.clone(),
-        };
-        Ok(d.rules
-            .get_or_try_init(|| self.store.correction_rules(&source))
-            .await?)
     }
 
     /// The observations of `rows` under `record`. Each row is attributed to the item the
