@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::operation::{
     transact_write_items::{TransactWriteItemsInput, TransactWriteItemsOutput},
     update_item::{UpdateItemInput, UpdateItemOutput},
 };
-use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};
+use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, ReturnConsumedCapacity};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
     BeforeSerializationInterceptorContextMut, BeforeSerializationInterceptorContextRef,
@@ -27,7 +27,7 @@ use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -94,6 +94,13 @@ impl Meter {
 
 #[derive(Debug)]
 struct StartedAt(Instant);
+
+/// How many keys a `BatchGetItem` asked for: a key that is not found still bills a read unit.
+#[derive(Debug)]
+struct RequestedKeys(usize);
+impl Storable for RequestedKeys {
+    type Storer = StoreReplace<Self>;
+}
 impl Storable for StartedAt {
     type Storer = StoreReplace<Self>;
 }
@@ -188,9 +195,18 @@ impl Intercept for Metering {
         &self,
         context: &mut BeforeSerializationInterceptorContextMut<'_>,
         _components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
+        cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let input = context.input_mut();
+        if let Some(i) = input.downcast_ref::<BatchGetItemInput>() {
+            let keys = i
+                .request_items()
+                .into_iter()
+                .flat_map(|m| m.values())
+                .map(|k| k.keys().len())
+                .sum();
+            cfg.interceptor_state().store_put(RequestedKeys(keys));
+        }
         {
             let mut billed = BTreeMap::new();
             if let Some(i) = input.downcast_ref::<PutItemInput>() {
@@ -301,13 +317,26 @@ impl Intercept for Metering {
                     .max(1);
             }
             if let Some(o) = output.downcast_ref::<BatchGetItemOutput>() {
-                read_kib += o
+                let found: Vec<&HashMap<String, AttributeValue>> = o
                     .responses()
                     .into_iter()
                     .flat_map(|m| m.values())
                     .flatten()
+                    .collect();
+                let asked = cfg.load::<RequestedKeys>().map_or(found.len(), |k| k.0);
+                // Each key is read as its own GetItem: one unit when it is not there. (A key
+                // left unprocessed is asked again, and counted, by the next call.)
+                let unprocessed: usize = o
+                    .unprocessed_keys()
+                    .into_iter()
+                    .flat_map(|m| m.values())
+                    .map(|k| k.keys().len())
+                    .sum();
+                read_kib += found
+                    .iter()
                     .map(|i| item_size(i).div_ceil(4096).max(1))
-                    .sum::<usize>();
+                    .sum::<usize>()
+                    + asked.saturating_sub(found.len() + unprocessed);
             }
             if read_kib > 0 {
                 *self
