@@ -88,7 +88,7 @@ IAM_OVERRIDES = {
 # somewhere in the Rust sources (see code_actions()).
 FUNCTION_CALLS = {
     "IngestFunction": {
-        "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+        "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
         "dynamodb:ConditionCheckItem",
         "s3:PutObject", "s3:GetObject", "s3:GetObjectVersion",
     },

@@ -6,6 +6,7 @@
 
 mod deploy;
 mod functions;
+mod ingest_calls;
 mod privilege;
 mod resources;
 mod retention;
