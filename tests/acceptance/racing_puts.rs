@@ -24,47 +24,64 @@ fn meta() -> ArtifactMeta {
     }
 }
 
-/// The local S3 answers racing conditional puts as S3 does: one creates the object, none
-/// fails, and a later put of the key finds it stored.
+/// The local S3 answers racing conditional puts as S3 does: one creates the object, the ones
+/// that overlap it are told it is racing (409), none fails, and a later put of the key finds it
+/// stored. Eight puts at a barrier overlap in practice; a round in which they happened not to
+/// is tried again under a new key, up to five rounds.
 #[tokio::test(flavor = "multi_thread")]
 async fn of_racing_conditional_puts_one_creates_and_none_fails() {
     let env = spawn_env(true).await;
     let store = Arc::new(S3ArtifactStore::new(env.clients.s3.clone(), &env.bucket));
     let body: Arc<Vec<u8>> = Arc::new((0..200_000u32).map(|i| (i % 251) as u8).collect());
-    let barrier = Arc::new(Barrier::new(8));
-    let puts: Vec<_> = (0..8)
-        .map(|_| {
-            let (store, body, barrier) = (store.clone(), body.clone(), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                store
-                    .put_verified("raw/race/one", &body, &sha256(&body), &meta())
-                    .await
+    let mut racing = 0;
+    for round in 0..5 {
+        let key = format!("raw/race/{round}");
+        let barrier = Arc::new(Barrier::new(8));
+        let puts: Vec<_> = (0..8)
+            .map(|_| {
+                let (store, body, barrier, key) =
+                    (store.clone(), body.clone(), barrier.clone(), key.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    store
+                        .put_verified(&key, &body, &sha256(&body), &meta())
+                        .await
+                })
             })
-        })
-        .collect();
-    let mut created = 0;
-    for put in puts {
-        match put.await.expect("put ran").expect("no racing put fails") {
-            ArtifactWrite::Created => created += 1,
-            ArtifactWrite::Racing | ArtifactWrite::AlreadyStored => {}
+            .collect();
+        let mut created = 0;
+        for put in puts {
+            match put.await.expect("put ran").expect("no racing put fails") {
+                ArtifactWrite::Created => created += 1,
+                ArtifactWrite::Racing => racing += 1,
+                ArtifactWrite::AlreadyStored => {}
+            }
+        }
+        assert_eq!(
+            created, 1,
+            "round {round}: exactly one put creates the object"
+        );
+        let again = store
+            .put_verified(&key, &body, &sha256(&body), &meta())
+            .await
+            .expect("a later put");
+        assert_eq!(again, ArtifactWrite::AlreadyStored);
+        store
+            .verify(&key, &sha256(&body))
+            .await
+            .expect("the stored bytes are the payload");
+        if racing > 0 {
+            break;
         }
     }
-    assert_eq!(created, 1, "exactly one put creates the object");
-    let again = store
-        .put_verified("raw/race/one", &body, &sha256(&body), &meta())
-        .await
-        .expect("a later put");
-    assert_eq!(again, ArtifactWrite::AlreadyStored);
-    store
-        .verify("raw/race/one", &sha256(&body))
-        .await
-        .expect("the stored bytes are the payload");
+    assert!(racing > 0, "no put was ever answered 409 in five rounds");
 }
 
 /// A 409 means another writer's upload was in flight. If it never lands, the delivery must not
-/// commit against a missing artifact: the attempt fails, nothing is stored, and the retry
-/// commits it once.
+/// commit against a missing artifact: after waiting for the other writer's record it verifies
+/// the artifact, finds none, and the attempt fails with nothing stored; the retry commits it
+/// once. (Locally the missing object is `NotFound`; in AWS, where IngestRole has no
+/// `s3:ListBucket`, S3 answers that HEAD 403 and the error is `Unavailable`: retried the same.)
 #[tokio::test(flavor = "multi_thread")]
 async fn a_racing_upload_that_never_lands_leaves_the_delivery_to_its_retry() {
     let env = spawn_env(true).await;

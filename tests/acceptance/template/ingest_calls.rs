@@ -3,6 +3,8 @@
 //! ingest service runs its paths through a request counter on the local engines, and every
 //! operation it sent must be allowed by `IngestRole` in template.yaml. A call added to the code
 //! without its action in the role fails here instead of with AccessDenied after `sam deploy`.
+//! Actions only: which resources each statement names (the table, the `raw/` and `rejected/`
+//! prefixes) is `check_transformed.py`'s and `privilege.rs`'s to check.
 
 use super::*;
 use acceptance::*;

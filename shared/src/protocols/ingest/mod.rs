@@ -51,8 +51,15 @@ use tracing::{error, field, info, warn, Instrument};
 const MAX_ROUNDS: u32 = 40;
 
 /// How many times a delivery whose artifact put raced another writer's waits for that writer's
-/// record before storing the payload itself (backoffs of 10-20, 20-40 and 40-80 ms).
-const RACING_WAITS: u32 = 3;
+/// record before storing the payload itself: 10-20, 20-40, 40-80, 80-160, 160-320 and 160-320
+/// ms, 0.47-0.94 s in all, enough for the other writer's upload and commit to land under load
+/// (with fewer, the model test saw losers find the artifact still missing when they gave up).
+const RACING_WAITS: u32 = 6;
+
+/// The same for a delivery that found the artifact stored (412) while no record existed: the
+/// other writer is past its upload, or died after it (then its redelivery pays these waits):
+/// 10-20, 20-40 and 40-80 ms.
+const STORED_WAITS: u32 = 3;
 
 enum Failure {
     Refused(Rejection),
@@ -123,6 +130,8 @@ enum Step {
     FreshAfterDeletedRecord(u32),
     Resume(ReplayRecord),
     Backoff,
+    /// The `n`-th wait (from 0) for a racing writer's record, then a probe.
+    AwaitRacer(u32),
     Done(IngestOutcome),
 }
 
@@ -186,16 +195,7 @@ impl IngestService {
         let delivery = self.prepare(envelope).await?;
         tracing::Span::current().record("fingerprint", field::display(&delivery.fingerprint));
         self.crash_point(CrashPoint::BeforeArtifact)?;
-        let digest = sha256(&delivery.body);
-        let meta = ArtifactMeta {
-            content_type: envelope.content_type.clone(),
-            delivery_key: Some(delivery.key_text.clone()),
-            retrieved_at: envelope.retrieved_at,
-        };
-        let written = self
-            .artifacts
-            .put_verified(&delivery.artifact_key, &delivery.body, &digest, &meta)
-            .await?;
+        let written = self.put_artifact(&delivery).await?;
         self.crash_point(CrashPoint::AfterArtifact)?;
         // A new object is a fresh delivery (or a changed payload under an old key): go straight
         // to the transaction. An existing one means this payload came before: ask the record.
@@ -203,17 +203,12 @@ impl IngestService {
             ArtifactWrite::Created if !delivery.recorded => Step::Fresh(None),
             // The racing writer is about to commit this same payload: give it a moment before
             // the first look, instead of a transaction its commit would cancel.
-            ArtifactWrite::Racing => Step::Backoff,
+            ArtifactWrite::Racing => Step::AwaitRacer(0),
             ArtifactWrite::Created | ArtifactWrite::AlreadyStored => {
                 Step::Probe(delivery.fingerprint.clone())
             }
         };
-        let verified = written == ArtifactWrite::Created;
-        // The artifact is there (or going there) but no record was when we looked: most likely
-        // another worker is committing this payload right now (or one died after its put).
-        let racing = written == ArtifactWrite::Racing
-            || (written == ArtifactWrite::AlreadyStored && !delivery.recorded);
-        Ok(self.settle(&delivery, first, verified, racing).await?)
+        Ok(self.settle(&delivery, first, written).await?)
     }
 
     /// Connector, body and rows: everything that can refuse the message, before anything is written.
@@ -367,17 +362,25 @@ impl IngestService {
         &self,
         d: &Delivery,
         first: Step,
-        mut verified: bool,
-        racing: bool,
+        written: ArtifactWrite,
     ) -> Result<IngestOutcome, IngestError> {
+        let mut verified = written == ArtifactWrite::Created;
+        // The artifact is going there, or there, but no record was when we looked: most likely
+        // another worker is uploading or committing this payload right now (or one died after
+        // its put). An upload in flight gets the long wait; a stored artifact the short one.
+        let racer_waits = match written {
+            ArtifactWrite::Racing => RACING_WAITS,
+            ArtifactWrite::AlreadyStored if !d.recorded => STORED_WAITS,
+            _ => 0,
+        };
         let mut round = 0;
         // One attempt per message: once this message is counted on the record (by a probe, or
         // by creating the record with `attempts: 1`), later probes only look.
         let mut counted = false;
         // While the racing writer's record is not visible yet, wait for it a few times before
         // storing the payload ourselves: a transaction its commit would cancel is billed in
-        // full. A writer that died after its put costs its redelivery these waits (~140 ms).
-        let mut wait_for_racer = if racing { RACING_WAITS } else { 0 };
+        // full. A writer that died after its put costs its redelivery the short waits.
+        let mut waited_for_racer = 0;
         let mut step = first;
         loop {
             round += 1;
@@ -392,9 +395,8 @@ impl IngestService {
                     .record_attempt(&d.key_text, &expected, !counted, d.now)
                     .await?
                 {
-                    AttemptProbe::Absent if wait_for_racer > 0 => {
-                        wait_for_racer -= 1;
-                        Step::Backoff
+                    AttemptProbe::Absent if waited_for_racer < racer_waits => {
+                        Step::AwaitRacer(waited_for_racer)
                     }
                     AttemptProbe::Absent => Step::Fresh(None),
                     AttemptProbe::Contended => Step::Backoff,
@@ -456,8 +458,26 @@ impl IngestService {
                     tokio::time::sleep(backoff(round, &d.key_text)).await;
                     Step::Probe(d.fingerprint.clone())
                 }
+                Step::AwaitRacer(n) => {
+                    waited_for_racer = n + 1;
+                    tokio::time::sleep(backoff(n + 1, &d.key_text)).await;
+                    Step::Probe(d.fingerprint.clone())
+                }
             };
         }
+    }
+
+    /// The raw artifact under its deterministic key, written only if no object stands there.
+    async fn put_artifact(&self, d: &Delivery) -> Result<ArtifactWrite, IngestError> {
+        let meta = ArtifactMeta {
+            content_type: d.envelope.content_type.clone(),
+            delivery_key: Some(d.key_text.clone()),
+            retrieved_at: d.envelope.retrieved_at,
+        };
+        Ok(self
+            .artifacts
+            .put_verified(&d.artifact_key, &d.body, &sha256(&d.body), &meta)
+            .await?)
     }
 
     /// Nothing is published against an artifact that has not been verified in this attempt or
