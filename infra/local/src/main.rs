@@ -153,6 +153,14 @@ async fn up() -> Result<()> {
             None => Some(std::time::Duration::from_secs(60)),
         },
         data_dir: data_dir.clone(),
+        // The drill's short form: messages a killed host held come back after this many
+        // seconds instead of the queue's 180 (the same redelivery, sooner). Unset: the queue's.
+        visibility_override: match std::env::var("FEEDSAFE_VISIBILITY_SECONDS").ok() {
+            Some(text) => Some(text.parse().with_context(|| {
+                format!("FEEDSAFE_VISIBILITY_SECONDS={text:?} is not a number of seconds")
+            })?),
+            None => None,
+        },
         ..StackOptions::default()
     };
     let drain_seconds: u64 = std::env::var("FEEDSAFE_DRAIN_SECONDS")
