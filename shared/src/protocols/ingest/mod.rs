@@ -61,6 +61,9 @@ const RACING_WAITS: u32 = 6;
 /// 10-20, 20-40 and 40-80 ms.
 const STORED_WAITS: u32 = 3;
 
+/// After a racing put, how many more times a missing artifact is looked for (about 5 s in all).
+const RACING_VERIFIES: u32 = 20;
+
 enum Failure {
     Refused(Rejection),
     /// Refused after the body was read from its claim: the body is the evidence to keep, since
@@ -373,6 +376,7 @@ impl IngestService {
             ArtifactWrite::AlreadyStored if !d.recorded => STORED_WAITS,
             _ => 0,
         };
+        let put_raced = written == ArtifactWrite::Racing;
         let mut round = 0;
         // One attempt per message: once this message is counted on the record (by a probe, or
         // by creating the record with `attempts: 1`), later probes only look.
@@ -421,19 +425,19 @@ impl IngestService {
                             // Same payload under the rule recorded with the original.
                             Step::Probe(received)
                         } else {
-                            self.verify_once(d, &mut verified).await?;
+                            self.verify_once(d, &mut verified, put_raced).await?;
                             Step::Done(self.quarantine_mismatch(d, &record, received).await?)
                         }
                     }
                 },
                 Step::Fresh(replacing) => {
-                    self.verify_once(d, &mut verified).await?;
+                    self.verify_once(d, &mut verified, put_raced).await?;
                     let next = self.store_fresh(d, replacing, None).await?;
                     counted |= created_the_record(&next);
                     next
                 }
                 Step::FreshAfterDeletedRecord(epoch) => {
-                    self.verify_once(d, &mut verified).await?;
+                    self.verify_once(d, &mut verified, put_raced).await?;
                     let next = self.store_fresh(d, None, Some(epoch)).await?;
                     counted |= created_the_record(&next);
                     next
@@ -451,7 +455,7 @@ impl IngestService {
                     Step::FreshAfterDeletedRecord(epoch)
                 }
                 Step::Resume(record) => {
-                    self.verify_once(d, &mut verified).await?;
+                    self.verify_once(d, &mut verified, put_raced).await?;
                     self.resume(d, record).await?
                 }
                 Step::Backoff => {
@@ -481,14 +485,35 @@ impl IngestService {
     }
 
     /// Nothing is published against an artifact that has not been verified in this attempt or
-    /// before its record committed.
-    async fn verify_once(&self, d: &Delivery, verified: &mut bool) -> Result<(), IngestError> {
-        if !*verified {
-            self.artifacts
-                .verify(&d.artifact_key, &sha256(&d.body))
-                .await?;
-            *verified = true;
+    /// before its record committed. After a put that raced another writer's (409), that upload
+    /// may still be running when the waits for its record are over (DynamoDB Local and moto
+    /// under load): a missing object is looked for again, up to `RACING_VERIFIES` times
+    /// (160-320 ms apart), before the attempt fails.
+    async fn verify_once(
+        &self,
+        d: &Delivery,
+        verified: &mut bool,
+        put_raced: bool,
+    ) -> Result<(), IngestError> {
+        if *verified {
+            return Ok(());
         }
+        let mut looked = 0;
+        loop {
+            match self
+                .artifacts
+                .verify(&d.artifact_key, &sha256(&d.body))
+                .await
+            {
+                Ok(()) => break,
+                Err(ArtifactError::NotFound { .. }) if put_raced && looked < RACING_VERIFIES => {
+                    looked += 1;
+                    tokio::time::sleep(backoff(5, &d.key_text)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        *verified = true;
         Ok(())
     }
 
