@@ -11,14 +11,17 @@
 //! 4. more than 98 rows are stored in chunks under a `PENDING` record, flipped to `COMMITTED`
 //!    by the last chunk; any later attempt resumes where the record says it stopped.
 //!
-//! Files: the service and its steps here, `outcome` (what one message answers), `keys` (the
+//! Files: the service and its steps here, `artifact` (the raw artifact's put and verification,
+//! and the waits for a racing writer), `outcome` (what one message answers), `keys` (the
 //! deterministic names and chunk plans), `refusals` (mismatches quarantined, unusable input
 //! rejected).
 
+mod artifact;
 mod keys;
 mod outcome;
 mod refusals;
 
+use artifact::{RACING_WAITS, STORED_WAITS};
 pub(crate) use keys::attempt_nonce;
 use keys::transaction_token;
 pub use keys::{artifact_key, chunk_plan, fingerprint_of, rejected_key};
@@ -39,9 +42,9 @@ use crate::domain::normalize::{normalize, NormalizedRow};
 use crate::domain::reject::{RejectCode, Rejection};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{
-    ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite, AttemptProbe, ChunkOutcome,
-    ChunkWrite, Clock, ConnectorDirectory, CrashPoint, EvidenceStore, Faults, ReplacedRecord,
-    ReplayAction, ReplayHint, StoreError,
+    ArtifactError, ArtifactStore, ArtifactWrite, AttemptProbe, ChunkOutcome, ChunkWrite, Clock,
+    ConnectorDirectory, CrashPoint, EvidenceStore, Faults, ReplacedRecord, ReplayAction,
+    ReplayHint, StoreError,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,20 +52,6 @@ use tracing::{error, field, info, warn, Instrument};
 
 /// Bound on probe/transaction rounds for one message before it is handed back to the queue.
 const MAX_ROUNDS: u32 = 40;
-
-/// How many times a delivery whose artifact put raced another writer's waits for that writer's
-/// record before storing the payload itself: 10-20, 20-40, 40-80, 80-160, 160-320 and 160-320
-/// ms, 0.47-0.94 s in all, enough for the other writer's upload and commit to land under load
-/// (with fewer, the model test saw losers find the artifact still missing when they gave up).
-const RACING_WAITS: u32 = 6;
-
-/// The same for a delivery that found the artifact stored (412) while no record existed: the
-/// other writer is past its upload, or died after it (then its redelivery pays these waits):
-/// 10-20, 20-40 and 40-80 ms.
-const STORED_WAITS: u32 = 3;
-
-/// After a racing put, how many more times a missing artifact is looked for (about 5 s in all).
-const RACING_VERIFIES: u32 = 20;
 
 enum Failure {
     Refused(Rejection),
@@ -471,52 +460,6 @@ impl IngestService {
         }
     }
 
-    /// The raw artifact under its deterministic key, written only if no object stands there.
-    async fn put_artifact(&self, d: &Delivery) -> Result<ArtifactWrite, IngestError> {
-        let meta = ArtifactMeta {
-            content_type: d.envelope.content_type.clone(),
-            delivery_key: Some(d.key_text.clone()),
-            retrieved_at: d.envelope.retrieved_at,
-        };
-        Ok(self
-            .artifacts
-            .put_verified(&d.artifact_key, &d.body, &sha256(&d.body), &meta)
-            .await?)
-    }
-
-    /// Nothing is published against an artifact that has not been verified in this attempt or
-    /// before its record committed. After a put that raced another writer's (409), that upload
-    /// may still be running when the waits for its record are over (DynamoDB Local and moto
-    /// under load): a missing object is looked for again, up to `RACING_VERIFIES` times
-    /// (160-320 ms apart), before the attempt fails.
-    async fn verify_once(
-        &self,
-        d: &Delivery,
-        verified: &mut bool,
-        put_raced: bool,
-    ) -> Result<(), IngestError> {
-        if *verified {
-            return Ok(());
-        }
-        let mut looked = 0;
-        loop {
-            match self
-                .artifacts
-                .verify(&d.artifact_key, &sha256(&d.body))
-                .await
-            {
-                Ok(()) => break,
-                Err(ArtifactError::NotFound { .. }) if put_raced && looked < RACING_VERIFIES => {
-                    looked += 1;
-                    tokio::time::sleep(backoff(5, &d.key_text)).await;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        *verified = true;
-        Ok(())
-    }
-
     /// The received payload's fingerprint under the rule and format recorded with `record`.
     fn received_fingerprint(&self, d: &Delivery, record: &ReplayRecord) -> Fingerprint {
         if record.fingerprint.rule == d.fingerprint.rule
@@ -821,7 +764,7 @@ fn run_page(record: &ReplayRecord, at: Timestamp) -> Option<RunPageUpdate> {
 }
 
 /// Exponential backoff with jitter derived from the key and the clock, capped at ~200 ms.
-fn backoff(round: u32, key: &str) -> Duration {
+pub(super) fn backoff(round: u32, key: &str) -> Duration {
     let base = 5u64 << round.min(5);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
