@@ -178,14 +178,20 @@ async fn crash_after_the_second_chunk_of_400_rows_resumes_to_exactly_400() {
         IngestError::InjectedCrash(CrashPoint::AfterChunk(2))
     ));
 
-    // Nothing reads as committed: the record is PENDING with two chunks done.
+    // Nothing reads as committed: the record is PENDING and vouches only for the first chunk;
+    // the second is written, and the third and fourth, written at the same time, may be too
+    // (the crash cut them off in flight). Chunks are whole: never a part of one.
     let pending = env.replay(key).await.unwrap();
     assert_eq!(
         (pending.state, pending.chunks_done, pending.chunks_total),
-        (ReplayState::Pending, 2, 5)
+        (ReplayState::Pending, 1, 5)
     );
     assert!(pending.committed_at.is_none());
-    assert_eq!(env.observations_of(key).await.len(), 2 * 98);
+    let stored_at_crash = env.observations_of(key).await.len();
+    assert!(
+        [2 * 98, 3 * 98, 4 * 98].contains(&stored_at_crash),
+        "whole chunks, the last not written: {stored_at_crash}"
+    );
     assert!(
         env.store
             .run_pages("run-acme-eu.EXP-400")
@@ -263,15 +269,16 @@ async fn a_lost_transaction_response_retried_with_the_same_token_writes_nothing_
     };
     let chunk = ChunkWrite {
         token: "lost-response-token-0001".into(),
-        replay: ReplayAction::Create {
+        replay: Some(ReplayAction::Create {
             record: Box::new(ReplayRecord {
                 delivery_key: other_key.as_string(),
                 observation_ids: vec![other_observation.observation_id.clone()],
                 ..record.clone()
             }),
             replacing: None,
-        },
+        }),
         observations: vec![other_observation],
+        witnesses: Vec::new(),
         run_page: None,
         commit_marker: None,
     };
@@ -417,6 +424,139 @@ async fn an_existing_identical_artifact_is_reused_by_the_store() {
 /// Issue 8 item 10: the attempt counter counts deliveries (one per received message), not the
 /// protocol's internal re-probes. A resume that meets a conflicting writer backs off and probes
 /// the record again; that second probe must not count a second attempt.
+/// Row 6, the gap: the chunks after the first are written at the same time, so an attempt can
+/// die with a later chunk stored and an earlier one not. The redelivery writes exactly the
+/// missing chunk, skips the stored ones, and commits 400 observations, each once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_staged_delivery_missing_a_middle_chunk_resumes_to_exactly_400() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let body = big_page("EXP-402", 400);
+    let envelope = page_envelope(&acme, "EXP-402", 1, 1, &body);
+    let key = delivery_key(&acme, "EXP-402/1");
+    // Chunks: rows 0-97 (with the record), 98-195, 196-293, 294-391 at once, 392-399 commit.
+    // The third chunk is lost after the second and the fourth have been answered.
+    let losing = ChunkSeam::lose_chunk_once(
+        env.store.clone(),
+        feedsafe::domain::ids::ObservationId::derive(&key, 0, 196),
+        2,
+    );
+    let service = |store: Arc<dyn EvidenceStore>| {
+        IngestService::new(
+            store,
+            env.artifacts.clone(),
+            env.store.clone(),
+            Arc::new(SystemClock),
+            Arc::new(NoFaults),
+        )
+    };
+    let err = service(losing)
+        .ingest_message(&envelope)
+        .await
+        .expect_err("the lost chunk fails the attempt");
+    assert!(matches!(err, IngestError::Store(_)), "{err:?}");
+    let pending = env.replay(&key.as_string()).await.unwrap();
+    assert_eq!(pending.state, ReplayState::Pending);
+    let rows_at_failure: Vec<u32> = env
+        .observations_of(&key.as_string())
+        .await
+        .iter()
+        .map(|o| o.row_index)
+        .collect();
+    let expected_gap: Vec<u32> = (0..196).chain(294..392).collect();
+    assert_eq!(
+        rows_at_failure, expected_gap,
+        "a later chunk stored, an earlier one not"
+    );
+
+    let outcome = service(env.store.clone())
+        .ingest_message(&envelope)
+        .await
+        .expect("the redelivery resumes");
+    let result = match outcome {
+        IngestOutcome::Committed(r) => r,
+        other => panic!("expected the resume to commit, got {other:?}"),
+    };
+    assert_eq!((result.observation_ids.len(), result.attempts), (400, 2));
+    let stored = env.observations_of(&key.as_string()).await;
+    let rows: Vec<u32> = stored.iter().map(|o| o.row_index).collect();
+    assert_eq!(rows, (0..400).collect::<Vec<u32>>(), "every row once");
+    let record = env.replay(&key.as_string()).await.unwrap();
+    assert_eq!(
+        (record.state, record.chunks_done),
+        (ReplayState::Committed, 5)
+    );
+}
+
+/// The commit's guard: it flips the record only if every chunk it did not write itself is
+/// stored (a witness observation of each). A commit asked for with a chunk missing is refused
+/// and publishes nothing: the record stays `PENDING`, no commit marker, no run page.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_with_a_chunk_missing_is_refused_and_publishes_nothing() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let body = big_page("EXP-403", 400);
+    let envelope = page_envelope(&acme, "EXP-403", 1, 1, &body);
+    let key = delivery_key(&acme, "EXP-403/1");
+    // Only the first chunk and the PENDING record are written.
+    env.service_with(
+        Arc::new(SystemClock),
+        CrashOnce::at(CrashPoint::AfterChunk(1)),
+    )
+    .ingest_message(&envelope)
+    .await
+    .expect_err("dies after the first chunk");
+    let pending = env.replay(&key.as_string()).await.unwrap();
+    assert_eq!(pending.state, ReplayState::Pending);
+    let now = Timestamp::now();
+    let commit = ChunkWrite {
+        token: "commit-without-chunks-0001".into(),
+        replay: Some(ReplayAction::Commit {
+            delivery_key: pending.delivery_key.clone(),
+            fingerprint: pending.fingerprint.clone(),
+            epoch: pending.epoch,
+            chunks_total: pending.chunks_total,
+            commit_at: now,
+        }),
+        observations: Vec::new(),
+        witnesses: [98usize, 196, 294, 392]
+            .iter()
+            .map(|&row| pending.observation_ids[row].clone())
+            .collect(),
+        run_page: None,
+        commit_marker: Some(feedsafe::domain::model::CommitMarker {
+            delivery_key: pending.delivery_key.clone(),
+            epoch: pending.epoch,
+            observation_count: 400,
+            committed_at: now,
+        }),
+    };
+    let outcome = env.store.write_chunk(&commit, now).await.unwrap();
+    assert!(
+        matches!(outcome, ChunkOutcome::WitnessMissing),
+        "{outcome:?}"
+    );
+    let after = env.replay(&key.as_string()).await.unwrap();
+    assert_eq!(
+        (after.state, after.committed_at),
+        (ReplayState::Pending, None)
+    );
+    let marker_pk = aws_sdk_dynamodb::types::AttributeValue::S(
+        feedsafe::aws::dynamo::commit_marker_pk(&pending.delivery_key, 0),
+    );
+    let items = env.items().await;
+    assert!(
+        !items.iter().any(|i| i.get("pk") == Some(&marker_pk)),
+        "no commit marker"
+    );
+    // The redelivery writes the missing chunks and commits.
+    let result = env.service().ingest_message(&envelope).await.unwrap();
+    assert!(matches!(result, IngestOutcome::Committed(_)), "{result:?}");
+    assert_eq!(env.observations_of(&key.as_string()).await.len(), 400);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_resume_that_backs_off_and_probes_again_counts_its_delivery_once() {
     let env = spawn_env(true).await;
@@ -436,7 +576,7 @@ async fn a_resume_that_backs_off_and_probes_again_counts_its_delivery_once() {
     assert_eq!(env.replay(key).await.unwrap().attempts, 1);
 
     // The second delivery of the message resumes, meets a conflict once, backs off, re-probes.
-    let contended = ContendedAdvanceOnce::new(env.store.clone());
+    let contended = ChunkSeam::contended_commit_once(env.store.clone());
     let service = feedsafe::protocols::ingest::IngestService::new(
         contended,
         env.artifacts.clone(),

@@ -1,11 +1,11 @@
-//! Fault and timing seams: a crash at one point once, a contended chunk advance once, a clock
+//! Fault and timing seams: a crash at one point once, a contended commit or a lost chunk once, a clock
 //! the test sets, and the fault injector on the AWS clients.
 
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::domain::model::QuarantineEntry;
 use feedsafe::domain::timestamp::Timestamp;
 use feedsafe::protocols::ports::{Clock, CrashPoint, Faults};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Fires at `point` the first time only, as a process dying there once would.
@@ -32,25 +32,53 @@ impl Faults for CrashOnce {
     }
 }
 
-/// An evidence store that answers the first staged-chunk advance with `Contended` without
-/// writing it, as a transaction conflict with another worker would: the caller backs off and
-/// probes again. A test seam through the `EvidenceStore` port; everything else is the real store.
-pub struct ContendedAdvanceOnce {
+/// An evidence store that fails one staged write once, as the engine or the network would;
+/// everything else is the real store. A test seam through the `EvidenceStore` port.
+pub struct ChunkSeam {
     pub inner: Arc<DynamoEvidenceStore>,
+    fault: ChunkFault,
     fired: AtomicBool,
+    /// Staged chunks (written without the record) the real store has answered.
+    staged_answered: AtomicUsize,
 }
 
-impl ContendedAdvanceOnce {
-    pub fn new(inner: Arc<DynamoEvidenceStore>) -> Arc<Self> {
+enum ChunkFault {
+    /// The first commit of a staged delivery answers `Contended`, unwritten, as a transaction
+    /// conflict with another worker would: the caller backs off and probes again.
+    ContendedCommit,
+    /// The staged chunk starting with this observation fails `Unavailable`, unwritten, once
+    /// `others` staged chunks written at the same time have been answered.
+    LostChunk {
+        first: feedsafe::domain::ids::ObservationId,
+        others: usize,
+    },
+}
+
+impl ChunkSeam {
+    pub fn contended_commit_once(inner: Arc<DynamoEvidenceStore>) -> Arc<Self> {
+        Self::new(inner, ChunkFault::ContendedCommit)
+    }
+
+    pub fn lose_chunk_once(
+        inner: Arc<DynamoEvidenceStore>,
+        first: feedsafe::domain::ids::ObservationId,
+        others: usize,
+    ) -> Arc<Self> {
+        Self::new(inner, ChunkFault::LostChunk { first, others })
+    }
+
+    fn new(inner: Arc<DynamoEvidenceStore>, fault: ChunkFault) -> Arc<Self> {
         Arc::new(Self {
             inner,
+            fault,
             fired: AtomicBool::new(false),
+            staged_answered: AtomicUsize::new(0),
         })
     }
 }
 
 #[async_trait::async_trait]
-impl feedsafe::protocols::ports::EvidenceStore for ContendedAdvanceOnce {
+impl feedsafe::protocols::ports::EvidenceStore for ChunkSeam {
     async fn record_attempt(
         &self,
         delivery_key: &str,
@@ -94,14 +122,33 @@ impl feedsafe::protocols::ports::EvidenceStore for ContendedAdvanceOnce {
         now: Timestamp,
     ) -> Result<feedsafe::protocols::ports::ChunkOutcome, feedsafe::protocols::ports::StoreError>
     {
-        if matches!(
-            chunk.replay,
-            feedsafe::protocols::ports::ReplayAction::Advance { .. }
-        ) && !self.fired.swap(true, Ordering::SeqCst)
-        {
-            return Ok(feedsafe::protocols::ports::ChunkOutcome::Contended);
+        use feedsafe::protocols::ports::{ChunkOutcome, ReplayAction, StoreError};
+        match &self.fault {
+            ChunkFault::ContendedCommit
+                if matches!(chunk.replay, Some(ReplayAction::Commit { .. }))
+                    && !self.fired.swap(true, Ordering::SeqCst) =>
+            {
+                return Ok(ChunkOutcome::Contended);
+            }
+            ChunkFault::LostChunk { first, others }
+                if chunk.replay.is_none()
+                    && chunk.observations.first().map(|o| &o.observation_id) == Some(first)
+                    && !self.fired.swap(true, Ordering::SeqCst) =>
+            {
+                while self.staged_answered.load(Ordering::SeqCst) < *others {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                return Err(StoreError::Unavailable(anyhow::anyhow!(
+                    "injected: the chunk's transaction never reached the engine"
+                )));
+            }
+            _ => {}
         }
-        self.inner.write_chunk(chunk, now).await
+        let answer = self.inner.write_chunk(chunk, now).await;
+        if chunk.replay.is_none() {
+            self.staged_answered.fetch_add(1, Ordering::SeqCst);
+        }
+        answer
     }
 
     async fn observation_exists(

@@ -25,7 +25,7 @@ use feedsafe::domain::money::Price;
 use feedsafe::domain::timestamp::Timestamp;
 use feedsafe::intake::claim_key;
 use feedsafe::intake::drops::DROPS_PREFIX;
-use feedsafe::protocols::ingest::{artifact_key, chunk_plan, rejected_key};
+use feedsafe::protocols::ingest::{artifact_key, chunk_plan, parallel_chunks, rejected_key};
 use feedsafe::protocols::projection::{ProjectedOffer, INLINE_BUDGET, WORK_SLICE};
 use projector::RowKeys;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -414,7 +414,7 @@ impl<'w> Sim<'w> {
         );
     }
 
-    /// The create transaction, then (staged) one transaction per further chunk.
+    /// The create transaction, then (staged) the other chunks at once and the commit.
     fn store_fresh(&mut self, d: &Delivery, artifact: &str, sha: &str, mut t: f64) -> f64 {
         use latency::*;
         let supplier = &self.world.suppliers[d.supplier];
@@ -447,21 +447,51 @@ impl<'w> Sim<'w> {
             _ => None,
         };
         let delivery = self.stored.len() as u32;
-        let chunks = plan.len();
-        for (chunk, rows) in plan.into_iter().enumerate() {
-            let last = chunk + 1 == chunks;
-            let before = self.replay_bytes(&record);
-            record.chunks_done = chunk as u32 + 1;
-            if last {
-                record.state = ReplayState::Committed;
-                record.committed_at = Some(self.epoch_time);
+        // The transactions (docs/decisions.md, large deliveries): the first chunk with the
+        // record; the middle chunks all at once, without it; then the commit, holding the last
+        // chunk when it fits, a witness check of every other chunk, the run page and the marker.
+        let parallel = if staged { parallel_chunks(&plan) } else { 1..1 };
+        let mut transactions = vec![(vec![plan[0].clone()], true, 0)];
+        transactions.extend(parallel.clone().map(|c| (vec![plan[c].clone()], false, 0)));
+        if staged {
+            transactions.push((plan[parallel.end..].to_vec(), true, parallel.len()));
+        }
+        let count = transactions.len();
+        // A transaction with the record waits for every one before it; the others start together.
+        let (mut start, mut end) = (t, t);
+        for (index, (ranges, with_record, witnesses)) in transactions.into_iter().enumerate() {
+            let last = index + 1 == count;
+            if with_record {
+                start = end;
             }
-            // A Put of the record first; an Update (billed on the larger image) after.
-            let after = self.replay_bytes(&record);
-            self.tally
-                .write(pat::REPLAY, DB, &replay, t, 2.0 * wcu(before.max(after)));
-            let mut actions = 1 + rows.len();
-            for row in rows {
+            let t = start;
+            let mut actions = witnesses;
+            if with_record {
+                let before = self.replay_bytes(&record);
+                if last {
+                    record.chunks_done = record.chunks_total;
+                    record.state = ReplayState::Committed;
+                    record.committed_at = Some(self.epoch_time);
+                }
+                // A Put of the record first; an Update (billed on the larger image) after.
+                let after = self.replay_bytes(&record);
+                self.tally
+                    .write(pat::REPLAY, DB, &replay, t, 2.0 * wcu(before.max(after)));
+                actions += 1;
+            }
+            for rows in plan.iter().skip(parallel.start).take(witnesses) {
+                let id = ObservationId::derive(&d.key, 0, rows.start);
+                // A ConditionCheck is billed as a transactional write of the item it reads.
+                self.tally.write(
+                    pat::OBSERVATION,
+                    DB,
+                    &observation_pk(id.as_str()),
+                    t,
+                    2.0 * wcu(observation_bytes),
+                );
+            }
+            actions += ranges.iter().map(|r| r.len()).sum::<usize>();
+            for row in ranges.into_iter().flatten() {
                 let id = ObservationId::derive(&d.key, 0, row);
                 let pk = observation_pk(id.as_str());
                 self.tally
@@ -525,17 +555,23 @@ impl<'w> Sim<'w> {
                     actions += 1;
                 }
             }
-            self.stream.push(StreamRecord {
-                at: t,
-                partition: hash_key(&replay),
-                change: if last && staged {
-                    Change::Committed { delivery }
-                } else {
-                    Change::Replay
-                },
-            });
-            t += (TRANSACTION + TRANSACTION_PER_ACTION * actions as f64) / 1000.0;
+            if with_record {
+                self.stream.push(StreamRecord {
+                    at: t,
+                    partition: hash_key(&replay),
+                    change: if last && staged {
+                        Change::Committed { delivery }
+                    } else {
+                        Change::Replay
+                    },
+                });
+            }
+            end = end.max(t + (TRANSACTION + TRANSACTION_PER_ACTION * actions as f64) / 1000.0);
+            if index == 0 {
+                start = end;
+            }
         }
+        let t = end;
         self.sizes
             .insert(d.supplier, (observation_bytes, row_bytes));
         if d.supplier == 0 {

@@ -24,8 +24,8 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
-    Update,
+    AttributeValue, ConditionCheck, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use std::collections::HashMap;
@@ -417,35 +417,32 @@ impl DynamoEvidenceStore {
                     .put(put.build().map_err(build_error)?)
                     .build()
             }
-            ReplayAction::Advance {
+            ReplayAction::Commit {
                 delivery_key,
                 fingerprint,
                 epoch,
-                from_chunk,
+                chunks_total,
                 commit_at,
             } => {
-                let mut update = Update::builder()
+                let update = Update::builder()
                     .table_name(&self.table)
                     .set_key(Some(key(replay_pk(delivery_key), SK_REPLAY)))
                     .condition_expression(
-                        "#state = :pending AND fingerprint = :fp AND epoch = :epoch AND chunks_done = :from",
+                        "#state = :pending AND fingerprint = :fp AND epoch = :epoch",
+                    )
+                    .update_expression(
+                        "SET chunks_done = :total, #state = :committed, committed_at = :at",
                     )
                     .expression_attribute_names("#state", "state")
                     .expression_attribute_values(":pending", s("PENDING"))
                     .expression_attribute_values(":fp", s(fingerprint.to_string()))
                     .expression_attribute_values(":epoch", n(epoch))
-                    .expression_attribute_values(":from", n(from_chunk))
-                    .expression_attribute_values(":next", n(from_chunk + 1))
-                    .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-                update = match commit_at {
-                    None => update.update_expression("SET chunks_done = :next"),
-                    Some(at) => update
-                        .update_expression(
-                            "SET chunks_done = :next, #state = :committed, committed_at = :at",
-                        )
-                        .expression_attribute_values(":committed", s("COMMITTED"))
-                        .expression_attribute_values(":at", s(at.to_rfc3339())),
-                };
+                    .expression_attribute_values(":total", n(chunks_total))
+                    .expression_attribute_values(":committed", s("COMMITTED"))
+                    .expression_attribute_values(":at", s(commit_at.to_rfc3339()))
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    );
                 TransactWriteItem::builder()
                     .update(update.build().map_err(build_error)?)
                     .build()
@@ -497,6 +494,15 @@ where
 
 pub(crate) fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
     StoreError::Invariant(format!("request does not build: {e}"))
+}
+
+/// What an action of a chunk's transaction is, to read its cancellation reason.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Replay,
+    Observation,
+    Witness,
+    Other,
 }
 
 #[async_trait]
@@ -601,8 +607,13 @@ impl EvidenceStore for DynamoEvidenceStore {
         chunk: &ChunkWrite,
         now: Timestamp,
     ) -> Result<ChunkOutcome, StoreError> {
-        let mut actions = Vec::with_capacity(chunk.observations.len() + 2);
-        actions.push(self.replay_action(&chunk.replay, now)?);
+        // What each action is, to read the cancellation reasons (one per action, in order).
+        let mut roles = Vec::with_capacity(chunk.observations.len() + chunk.witnesses.len() + 3);
+        let mut actions = Vec::with_capacity(roles.capacity());
+        if let Some(replay) = &chunk.replay {
+            actions.push(self.replay_action(replay, now)?);
+            roles.push(Role::Replay);
+        }
         for observation in &chunk.observations {
             let put = Put::builder()
                 .table_name(&self.table)
@@ -611,9 +622,21 @@ impl EvidenceStore for DynamoEvidenceStore {
                 .build()
                 .map_err(build_error)?;
             actions.push(TransactWriteItem::builder().put(put).build());
+            roles.push(Role::Observation);
+        }
+        for witness in &chunk.witnesses {
+            let check = ConditionCheck::builder()
+                .table_name(&self.table)
+                .set_key(Some(key(observation_pk(witness.as_str()), SK_OBSERVATION)))
+                .condition_expression("attribute_exists(pk)")
+                .build()
+                .map_err(build_error)?;
+            actions.push(TransactWriteItem::builder().condition_check(check).build());
+            roles.push(Role::Witness);
         }
         if let Some(page) = &chunk.run_page {
             actions.push(self.run_page_action(page)?);
+            roles.push(Role::Other);
         }
         if let Some(marker) = &chunk.commit_marker {
             let item = with_keys(
@@ -629,6 +652,7 @@ impl EvidenceStore for DynamoEvidenceStore {
                 .build()
                 .map_err(build_error)?;
             actions.push(TransactWriteItem::builder().put(put).build());
+            roles.push(Role::Other);
         }
         let result = self
             .client
@@ -651,7 +675,13 @@ impl EvidenceStore for DynamoEvidenceStore {
                         .and_then(|r| r.code.as_deref())
                         .unwrap_or("None")
                 };
-                if code(0) == "ConditionalCheckFailed" {
+                let failed = |role: Role| {
+                    roles
+                        .iter()
+                        .enumerate()
+                        .any(|(i, r)| *r == role && code(i) == "ConditionalCheckFailed")
+                };
+                if failed(Role::Replay) {
                     let old = reasons
                         .into_iter()
                         .next()
@@ -669,16 +699,15 @@ impl EvidenceStore for DynamoEvidenceStore {
                 if (0..reasons.len()).any(|i| retryable.contains(&code(i))) {
                     return Ok(ChunkOutcome::Contended);
                 }
-                let observations = 1..=chunk.observations.len();
-                if observations
-                    .clone()
-                    .any(|i| code(i) == "ConditionalCheckFailed")
-                {
+                if failed(Role::Observation) {
                     return Ok(ChunkOutcome::ObservationIdTaken);
+                }
+                if failed(Role::Witness) {
+                    return Ok(ChunkOutcome::WitnessMissing);
                 }
                 let codes: Vec<&str> = (0..reasons.len()).map(code).collect();
                 Err(StoreError::Invariant(format!(
-                    "transaction cancelled although the replay record allowed it: reasons {codes:?}"
+                    "transaction cancelled although its conditions allowed it: reasons {codes:?}"
                 )))
             }
             // Same token, other parameters: a concurrent attempt at the same chunk ran first.

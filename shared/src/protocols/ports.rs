@@ -59,15 +59,15 @@ pub enum ReplayAction {
         record: Box<ReplayRecord>,
         replacing: Option<ReplacedRecord>,
     },
-    /// Advance a `PENDING` record from `from_chunk` chunks done to one more, and flip it to
-    /// `COMMITTED` when `commit_at` is given. MUST fail with `ReplayConditionFailed` unless the
-    /// record is `PENDING` with this fingerprint, epoch and chunk count.
-    Advance {
+    /// Flip a `PENDING` record to `COMMITTED` (all `chunks_total` chunks done, committed at
+    /// `commit_at`). MUST fail with `ReplayConditionFailed` unless the record is `PENDING` with
+    /// this fingerprint and epoch.
+    Commit {
         delivery_key: String,
         fingerprint: Fingerprint,
         epoch: u32,
-        from_chunk: u32,
-        commit_at: Option<Timestamp>,
+        chunks_total: u32,
+        commit_at: Timestamp,
     },
 }
 
@@ -77,15 +77,19 @@ pub struct ReplacedRecord {
     pub expires_at: i64,
 }
 
-/// One all-or-nothing write: the replay action, up to 98 observations and maybe the run page.
+/// One all-or-nothing write: the replay action (none for a staged chunk written beside the
+/// others), up to 98 observations, the observations it requires to exist, maybe the run page.
 #[derive(Debug, Clone)]
 pub struct ChunkWrite {
     /// Idempotency token for the transaction (at most 36 characters).
     pub token: String,
-    pub replay: ReplayAction,
+    pub replay: Option<ReplayAction>,
     pub observations: Vec<Observation>,
+    /// Observations that MUST already exist for the write to happen: on a staged delivery's
+    /// commit, one of each chunk written before it (a chunk is written whole or not at all).
+    pub witnesses: Vec<ObservationId>,
     pub run_page: Option<RunPageUpdate>,
-    /// On the last chunk of a staged delivery.
+    /// On the commit of a staged delivery.
     pub commit_marker: Option<CommitMarker>,
 }
 
@@ -97,8 +101,11 @@ pub enum ChunkOutcome {
     /// Another writer holds the same items right now; back off and look again.
     Contended,
     /// The replay record allowed the write but an observation id is already taken: the key was
-    /// stored before under this epoch and its record is gone (deleted by TTL after expiry).
+    /// stored before under this epoch and its record is gone (deleted by TTL after expiry). On
+    /// a staged chunk written without the record: another attempt wrote that chunk.
     ObservationIdTaken,
+    /// A witness observation does not exist: a chunk the commit relies on is not stored.
+    WitnessMissing,
 }
 
 #[async_trait]
@@ -266,7 +273,9 @@ pub enum CrashPoint {
     BeforeArtifact,
     /// The raw artifact is stored and verified; no transaction has run.
     AfterArtifact,
-    /// Chunk `n` (1-based count of chunks done) of a staged delivery is committed.
+    /// Chunk `n` (1-based: 1 is the first, written with the `PENDING` record) of a staged
+    /// delivery is written; chunks after the first are written all at once, so any subset of
+    /// the others may be written too, or in flight.
     AfterChunk(u32),
     /// The delivery is committed; the queue has not been told.
     AfterCommit,

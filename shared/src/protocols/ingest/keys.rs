@@ -30,6 +30,24 @@ pub fn chunk_plan(rows: usize) -> Vec<std::ops::Range<usize>> {
     plan
 }
 
+/// Actions DynamoDB accepts in one transaction.
+pub const MAX_TRANSACTION_ACTIONS: usize = 100;
+
+/// The chunks of a staged plan (more than one chunk) written all at once, after the first
+/// (which creates the `PENDING` record) and before the commit. The commit holds the record's
+/// update, the commit marker, the run page and a witness of every chunk but the first and its
+/// own; it holds the last chunk too when that fits, so 99 to 195 rows still take two
+/// transactions.
+pub fn parallel_chunks(plan: &[std::ops::Range<usize>]) -> std::ops::Range<usize> {
+    let chunks = plan.len();
+    let last = plan.last().map_or(0, |rows| rows.len());
+    if last + 3 + chunks.saturating_sub(2) <= MAX_TRANSACTION_ACTIONS {
+        1..chunks.saturating_sub(1).max(1)
+    } else {
+        1..chunks
+    }
+}
+
 pub fn fingerprint_of(
     rule: CanonicalizationRule,
     format: PayloadFormat,
@@ -93,7 +111,7 @@ pub(crate) fn attempt_nonce() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::chunk_plan;
+    use super::{chunk_plan, parallel_chunks, MAX_TRANSACTION_ACTIONS};
 
     #[test]
     fn chunk_plans_cover_every_row_once_and_leave_room_in_the_last_chunk() {
@@ -108,6 +126,30 @@ mod tests {
             }
         }
         assert_eq!(chunk_plan(400).len(), 5);
+        // The commit of the largest delivery holds a witness of every other chunk.
+        let largest = chunk_plan(crate::domain::normalize::MAX_ROWS);
+        assert!(3 + largest.len() - 1 <= MAX_TRANSACTION_ACTIONS);
+        for rows in [99usize, 195, 196, 197, 400, 4998, 4999, 5000] {
+            let plan = chunk_plan(rows);
+            let parallel = parallel_chunks(&plan);
+            assert_eq!(parallel.start, 1);
+            let in_commit = plan.len() - parallel.end;
+            let commit_actions = 3 + (parallel.end - 1) + in_commit * plan.last().unwrap().len();
+            assert!(
+                commit_actions <= MAX_TRANSACTION_ACTIONS,
+                "{rows}: {commit_actions}"
+            );
+        }
+        assert_eq!(
+            parallel_chunks(&chunk_plan(150)),
+            1..1,
+            "two chunks: no parallel step"
+        );
+        assert_eq!(
+            parallel_chunks(&chunk_plan(400)),
+            1..4,
+            "the last 8 rows commit"
+        );
         assert_eq!(chunk_plan(98).len(), 1);
         assert_eq!(
             chunk_plan(196).iter().map(|r| r.len()).collect::<Vec<_>>(),

@@ -8,8 +8,9 @@
 //!    an existing one means a likely replay: count the attempt on the replay record and answer
 //!    from it. A failed transaction condition carries the record that won, and is answered
 //!    the same way;
-//! 4. more than 98 rows are stored in chunks under a `PENDING` record, flipped to `COMMITTED`
-//!    by the last chunk; any later attempt resumes where the record says it stopped.
+//! 4. more than 98 rows are stored in chunks: the first with a `PENDING` record, the others all
+//!    at once, then one transaction flips the record to `COMMITTED` if every chunk is there;
+//!    any later attempt writes the chunks still missing and commits.
 //!
 //! Files: the service and its steps here, `artifact` (the raw artifact's put and verification,
 //! and the waits for a racing writer), `outcome` (what one message answers), `keys` (the
@@ -24,7 +25,7 @@ mod refusals;
 use artifact::{RACING_WAITS, STORED_WAITS};
 pub(crate) use keys::attempt_nonce;
 use keys::transaction_token;
-pub use keys::{artifact_key, chunk_plan, fingerprint_of, rejected_key};
+pub use keys::{artifact_key, chunk_plan, fingerprint_of, parallel_chunks, rejected_key};
 pub use outcome::{
     DeliveryResult, IngestError, IngestOutcome, MismatchReport, RejectReport, MISMATCH_CODE,
 };
@@ -546,14 +547,15 @@ impl IngestService {
         let observations = self.observations(&record, &d.rows, &d.connector, rules, d.now);
         let chunk = ChunkWrite {
             token: transaction_token(&record, 0, d.nonce),
-            replay: ReplayAction::Create {
+            replay: Some(ReplayAction::Create {
                 record: Box::new(record.clone()),
                 replacing: replacing.as_ref().map(|old| ReplacedRecord {
                     epoch: old.epoch,
                     expires_at: old.expires_at,
                 }),
-            },
+            }),
             observations: observations[chunk_plan(total_rows)[0].clone()].to_vec(),
+            witnesses: Vec::new(),
             run_page: (!staged).then(|| run_page(&record, d.now)).flatten(),
             commit_marker: None,
         };
@@ -578,16 +580,22 @@ impl IngestService {
             ChunkOutcome::ReplayConditionFailed(_) => Ok(Step::Probe(d.fingerprint.clone())),
             ChunkOutcome::Contended => Ok(Step::Backoff),
             ChunkOutcome::ObservationIdTaken => Ok(Step::FindEpoch(epoch)),
+            ChunkOutcome::WitnessMissing => {
+                Err(StoreError::Invariant("the create transaction has no witnesses".into()).into())
+            }
         }
     }
 
-    /// Writes the chunks a `PENDING` record still lacks; the last one commits the delivery.
+    /// Writes the chunks a `PENDING` record still lacks, all at once, then commits the delivery
+    /// in one transaction that requires every chunk to be there. A chunk another attempt of
+    /// this payload wrote already (its ids taken) counts as written: a chunk is written whole
+    /// or not at all, and only attempts that matched the record's fingerprint write chunks.
     async fn resume(&self, d: &Delivery, mut record: ReplayRecord) -> Result<Step, IngestError> {
         let rows = self.rows_for(d, &record)?;
         let rules = &d.rules;
         let observations = self.observations(&record, &rows, &d.connector, rules, d.now);
         let plan = chunk_plan(rows.len());
-        if plan.len() as u32 != record.chunks_total {
+        if plan.len() as u32 != record.chunks_total || plan.len() < 2 {
             return Err(StoreError::Invariant(format!(
                 "record plans {} chunks but {} rows make {}",
                 record.chunks_total,
@@ -596,47 +604,77 @@ impl IngestService {
             ))
             .into());
         }
-        for chunk_index in record.chunks_done..record.chunks_total {
-            let last = chunk_index + 1 == record.chunks_total;
-            let rows_of_chunk = plan[chunk_index as usize].clone();
+        let parallel = parallel_chunks(&plan);
+        // A record written by the protocol before this one may vouch for more than the first.
+        let first_missing = (record.chunks_done as usize).clamp(1, parallel.end);
+        let delivery_key = record.delivery_key.as_str();
+        let writes = (first_missing..parallel.end).map(|chunk_index| {
             let chunk = ChunkWrite {
-                token: transaction_token(&record, chunk_index, d.nonce),
-                replay: ReplayAction::Advance {
-                    delivery_key: record.delivery_key.clone(),
-                    fingerprint: record.fingerprint.clone(),
-                    epoch: record.epoch,
-                    from_chunk: chunk_index,
-                    commit_at: last.then_some(d.now),
-                },
-                observations: observations[rows_of_chunk].to_vec(),
-                run_page: if last { run_page(&record, d.now) } else { None },
-                commit_marker: last.then(|| CommitMarker {
-                    delivery_key: record.delivery_key.clone(),
-                    epoch: record.epoch,
-                    observation_count: record.observation_ids.len() as u32,
-                    committed_at: d.now,
-                }),
+                token: transaction_token(&record, chunk_index as u32, d.nonce),
+                replay: None,
+                observations: observations[plan[chunk_index].clone()].to_vec(),
+                witnesses: Vec::new(),
+                run_page: None,
+                commit_marker: None,
             };
-            match self.store.write_chunk(&chunk, d.now).await? {
-                ChunkOutcome::Written => {
-                    record.chunks_done = chunk_index + 1;
-                    if !last {
-                        self.crash_point(CrashPoint::AfterChunk(record.chunks_done))?;
+            async move {
+                match self.store.write_chunk(&chunk, d.now).await? {
+                    ChunkOutcome::Written => {
+                        self.crash_point(CrashPoint::AfterChunk(chunk_index as u32 + 1))?;
+                        Ok(true)
                     }
-                }
-                ChunkOutcome::ReplayConditionFailed(_) => {
-                    return Ok(Step::Probe(record.fingerprint.clone()))
-                }
-                ChunkOutcome::Contended => return Ok(Step::Backoff),
-                ChunkOutcome::ObservationIdTaken => {
-                    return Err(StoreError::Invariant(format!(
-                        "chunk {chunk_index} of {} collides with stored observations",
-                        record.delivery_key
-                    ))
-                    .into())
+                    ChunkOutcome::ObservationIdTaken => Ok(true),
+                    ChunkOutcome::Contended => Ok(false),
+                    other => Err(IngestError::from(StoreError::Invariant(format!(
+                        "chunk {chunk_index} of {delivery_key} written without the record answered {other:?}"
+                    )))),
                 }
             }
+        });
+        let written = futures_util::future::try_join_all(writes).await?;
+        if written.contains(&false) {
+            return Ok(Step::Backoff);
         }
+        let in_commit = parallel.end..plan.len();
+        let commit = ChunkWrite {
+            token: transaction_token(&record, record.chunks_total, d.nonce),
+            replay: Some(ReplayAction::Commit {
+                delivery_key: record.delivery_key.clone(),
+                fingerprint: record.fingerprint.clone(),
+                epoch: record.epoch,
+                chunks_total: record.chunks_total,
+                commit_at: d.now,
+            }),
+            observations: in_commit
+                .clone()
+                .flat_map(|chunk_index| observations[plan[chunk_index].clone()].to_vec())
+                .collect(),
+            witnesses: parallel
+                .map(|chunk_index| record.observation_ids[plan[chunk_index].start].clone())
+                .collect(),
+            run_page: run_page(&record, d.now),
+            commit_marker: Some(CommitMarker {
+                delivery_key: record.delivery_key.clone(),
+                epoch: record.epoch,
+                observation_count: record.observation_ids.len() as u32,
+                committed_at: d.now,
+            }),
+        };
+        match self.store.write_chunk(&commit, d.now).await? {
+            ChunkOutcome::Written => {}
+            ChunkOutcome::ReplayConditionFailed(_) => {
+                return Ok(Step::Probe(record.fingerprint.clone()))
+            }
+            ChunkOutcome::Contended => return Ok(Step::Backoff),
+            ChunkOutcome::ObservationIdTaken | ChunkOutcome::WitnessMissing => {
+                return Err(StoreError::Invariant(format!(
+                    "the commit of {} found its last chunk taken or a chunk missing",
+                    record.delivery_key
+                ))
+                .into())
+            }
+        }
+        record.chunks_done = record.chunks_total;
         record.state = ReplayState::Committed;
         record.committed_at = Some(d.now);
         self.crash_point(CrashPoint::AfterCommit)?;
