@@ -8,7 +8,7 @@ use feedsafe::domain::connector::PayloadFormat;
 use feedsafe::domain::currency::is_iso4217_currency;
 use feedsafe::domain::fingerprint::{CanonicalizationRule, Fingerprint};
 use feedsafe::domain::money::Price;
-use feedsafe::domain::normalize::normalize;
+use feedsafe::domain::normalize::{normalize, normalize_and_fingerprint};
 use feedsafe::intake::webhook::{sign, verify_signature, SigningSecret, Verification};
 use proptest::prelude::*;
 
@@ -446,6 +446,64 @@ proptest! {
                 .map(|r| r.price.as_str().to_owned())
                 .collect();
             prop_assert_eq!(&prices, &expected, "{:?}", format);
+        }
+    }
+
+    #[test]
+    fn one_parse_gives_the_rows_and_fingerprint_of_separate_ones(
+        rows in proptest::collection::vec(
+            ("[A-Z]{2}-[0-9]{1,4}", 0u32..100_000, price_literal(), text(), proptest::option::of(json())),
+
+            0..12),
+        seed in any::<u64>(),
+    ) {
+        let offers = rows
+            .iter()
+            .map(|(sku, quantity, price, note, extra)| {
+                let mut row = vec![
+                    ("sku".to_owned(), J::Str(sku.clone())),
+                    ("quantity".to_owned(), J::Num(quantity.to_string())),
+                    ("unit".to_owned(), J::Str("each".into())),
+                    ("note".to_owned(), J::Str(note.clone())),
+                    ("price".to_owned(), J::Str(price.clone())),
+                    ("currency".to_owned(), J::Str("EUR".into())),
+                    ("observed_at".to_owned(), J::Str("2026-11-29T08:00:00Z".into())),
+                ];
+                if let Some(extra) = extra {
+                    row.push(("extra".to_owned(), extra.clone()));
+                }
+                J::Obj(row)
+            })
+            .collect();
+        let page = J::Obj(vec![
+            ("export_id".to_owned(), J::Str("EXP-1".into())),
+            ("page".to_owned(), J::Num("1".into())),
+            ("offers".to_owned(), J::Arr(offers)),
+        ]);
+        let body = written(&page, seed);
+        for rule in [
+            CanonicalizationRule::BytesV1,
+            CanonicalizationRule::JsonV1,
+            CanonicalizationRule::JsonUnorderedRowsV1,
+        ] {
+            let format = PayloadFormat::AcmeExportV1;
+            let one = normalize_and_fingerprint(format, rule, &body);
+            let rows = normalize(format, rule, &body);
+            let fingerprint = Fingerprint::compute(rule, &body, format.rows_path());
+            match (one, rows, fingerprint) {
+                (Ok((one_rows, one_fp)), Ok(rows), Ok(fingerprint)) => {
+                    prop_assert_eq!(one_rows, rows);
+                    prop_assert_eq!(one_fp, fingerprint);
+                }
+                (Err(one), Err(rows), _) => prop_assert_eq!(one.code, rows.code),
+                (one, rows, fingerprint) => prop_assert!(
+                    false,
+                    "one parse {:?}, separately {:?} and {:?}",
+                    one.map(|r| r.1),
+                    rows.map(|r| r.len()),
+                    fingerprint
+                ),
+            }
         }
     }
 }

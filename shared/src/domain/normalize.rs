@@ -1,15 +1,17 @@
 //! Supplier payloads -> normalized rows. Every row must be valid or the whole delivery is refused:
 //! a page is evidence as a unit, and storing part of it would misstate what the source said.
 
-use crate::domain::canonical_json;
+use crate::domain::canonical_json::{self, Node};
 use crate::domain::connector::PayloadFormat;
 use crate::domain::currency::is_iso4217_currency;
-use crate::domain::fingerprint::CanonicalizationRule;
+use crate::domain::fingerprint::{CanonicalizationRule, Fingerprint};
+use crate::domain::hashing::sha256_hex;
 use crate::domain::item::CanonicalItem;
 use crate::domain::money::Price;
 use crate::domain::reject::{RejectCode, Rejection};
 use crate::domain::timestamp::Timestamp;
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// One source claim about one item, before it gets its delivery-scoped identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,16 +43,56 @@ pub fn normalize(
     if format == PayloadFormat::CsvOffersV1 {
         return normalize_csv(rule, body);
     }
-    let document: Value = serde_json::from_slice(body).map_err(|e| {
+    Ok(read_json_page(format, rule, body)?.0)
+}
+
+/// `normalize` and the payload's fingerprint under `rule`, from one parse of the body: the
+/// fingerprint is the one `Fingerprint::compute` gives (a property test holds them together).
+pub fn normalize_and_fingerprint(
+    format: PayloadFormat,
+    rule: CanonicalizationRule,
+    body: &[u8],
+) -> Result<(Vec<NormalizedRow>, Fingerprint), Rejection> {
+    if format == PayloadFormat::CsvOffersV1 {
+        let rows = normalize_csv(rule, body)?;
+        let fingerprint = Fingerprint::compute(rule, body, format.rows_path()).map_err(|e| {
+            Rejection::new(
+                RejectCode::InvalidPayload,
+                format!("body cannot be canonicalized: {e}"),
+            )
+        })?;
+        return Ok((rows, fingerprint));
+    }
+    let (rows, document) = read_json_page(format, rule, body)?;
+    let sha256_hex = match rule {
+        CanonicalizationRule::BytesV1 => sha256_hex(body),
+        CanonicalizationRule::JsonV1 | CanonicalizationRule::JsonUnorderedRowsV1 => {
+            sha256_hex(&document)
+        }
+    };
+    Ok((rows, Fingerprint { rule, sha256_hex }))
+}
+
+/// The rows of a JSON page and the page's canonical bytes under `rule` (`json-v1` for
+/// `bytes-v1`), from one strict parse.
+fn read_json_page(
+    format: PayloadFormat,
+    rule: CanonicalizationRule,
+    body: &[u8],
+) -> Result<(Vec<NormalizedRow>, Vec<u8>), Rejection> {
+    let root = canonical_json::parse_node(body).map_err(|e| {
         Rejection::new(RejectCode::InvalidPayload, format!("body is not JSON: {e}"))
     })?;
-    let root = document
-        .as_object()
-        .ok_or_else(|| Rejection::new(RejectCode::InvalidPayload, "body must be a JSON object"))?;
+    if !root.is_object() {
+        return Err(Rejection::new(
+            RejectCode::InvalidPayload,
+            "body must be a JSON object",
+        ));
+    }
     let (rows, default_observed_at) = match format {
-        PayloadFormat::AcmeExportV1 => (acme_export_rows(root)?, None),
-        PayloadFormat::CloudEventsOffersV1 => cloudevents_rows(root)?,
-        PayloadFormat::CsvOffersV1 => return normalize_csv(rule, body),
+        PayloadFormat::AcmeExportV1 => (acme_export_rows(&root)?, None),
+        PayloadFormat::CloudEventsOffersV1 => cloudevents_rows(&root)?,
+        PayloadFormat::CsvOffersV1 => unreachable_format()?,
     };
     if rows.len() > MAX_ROWS {
         return Err(Rejection::new(
@@ -61,15 +103,17 @@ pub fn normalize(
             ),
         ));
     }
-    let canonical = canonical_json::canonical_rows(body, format.rows_path()).map_err(|e| {
-        Rejection::new(
-            RejectCode::InvalidPayload,
-            format!("body is not canonicalizable JSON: {e}"),
-        )
-    })?;
+    let page =
+        canonical_json::canonical_page(&root, format.rows_path(), rule.orders_rows_canonically())
+            .map_err(|e| {
+            Rejection::new(
+                RejectCode::InvalidPayload,
+                format!("body is not canonicalizable JSON: {e}"),
+            )
+        })?;
     let mut normalized = rows
         .iter()
-        .zip(canonical)
+        .zip(page.rows)
         .enumerate()
         .map(|(i, (row, bytes))| normalize_row(i, row, default_observed_at, bytes))
         .collect::<Result<Vec<_>, _>>()?;
@@ -77,7 +121,15 @@ pub fn normalize(
         // Stable sort: identical rows keep their relative order, and are identical anyway.
         normalized.sort_by(|a, b| a.canonical.cmp(&b.canonical));
     }
-    Ok(normalized)
+    Ok((normalized, page.document))
+}
+
+/// The callers send CSV to `normalize_csv`; should one not, the body is refused for what it is.
+fn unreachable_format<T>() -> Result<T, Rejection> {
+    Err(Rejection::new(
+        RejectCode::InvalidPayload,
+        "a CSV payload is not a JSON page",
+    ))
 }
 
 /// CSV rows become the same row objects as JSON rows (numbers for integer quantities, strings
@@ -101,21 +153,25 @@ fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<Normaliz
                 format!("more than {MAX_ROWS} rows"),
             ));
         }
-        let mut row = Map::new();
+        // Last header wins, as before: a repeated column name is the file's own ambiguity.
+        let mut fields = BTreeMap::new();
         for (name, value) in headers.iter().zip(record.iter()) {
             if value.is_empty() {
                 continue;
             }
             let value = match (name, value.parse::<i64>()) {
-                ("quantity", Ok(n)) => Value::from(n),
-                _ => Value::from(value),
+                ("quantity", Ok(n)) => Node::Number(Cow::Owned(n.to_string())),
+                _ => Node::String(Cow::Owned(value.to_owned())),
             };
-            row.insert(name.to_owned(), value);
+            fields.insert(name.to_owned(), value);
         }
-        let row = Value::Object(row);
-        let canonical = canonical_json::canonicalize(row.to_string().as_bytes()).map_err(|e| {
-            Rejection::new(RejectCode::InvalidPayload, format!("CSV row {index}: {e}"))
-        })?;
+        let row = Node::Object(
+            fields
+                .into_iter()
+                .map(|(name, value)| (Cow::Owned(name), value))
+                .collect(),
+        );
+        let canonical = canonical_json::canonical_bytes(&row);
         normalized.push(normalize_row(index, &row, None, canonical)?);
     }
     if rule.orders_rows_canonically() {
@@ -124,10 +180,10 @@ fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<Normaliz
     Ok(normalized)
 }
 
-fn acme_export_rows(root: &Map<String, Value>) -> Result<&Vec<Value>, Rejection> {
+fn acme_export_rows<'n, 'a>(root: &'n Node<'a>) -> Result<&'n [Node<'a>], Rejection> {
     let export_id = root
         .get("export_id")
-        .and_then(Value::as_str)
+        .and_then(Node::as_str)
         .unwrap_or_default();
     if export_id.is_empty() {
         return Err(Rejection::new(
@@ -135,13 +191,13 @@ fn acme_export_rows(root: &Map<String, Value>) -> Result<&Vec<Value>, Rejection>
             "export page lacks a string export_id",
         ));
     }
-    if root.get("page").and_then(Value::as_u64).is_none() {
+    if root.get("page").and_then(whole_number).is_none() {
         return Err(Rejection::new(
             RejectCode::InvalidPayload,
             "export page lacks a whole-number page",
         ));
     }
-    root.get("offers").and_then(Value::as_array).ok_or_else(|| {
+    root.get("offers").and_then(Node::as_array).ok_or_else(|| {
         Rejection::new(
             RejectCode::InvalidPayload,
             "export page lacks an offers array",
@@ -149,10 +205,10 @@ fn acme_export_rows(root: &Map<String, Value>) -> Result<&Vec<Value>, Rejection>
     })
 }
 
-fn cloudevents_rows(
-    root: &Map<String, Value>,
-) -> Result<(&Vec<Value>, Option<Timestamp>), Rejection> {
-    if root.get("specversion").and_then(Value::as_str) != Some("1.0") {
+fn cloudevents_rows<'n, 'a>(
+    root: &'n Node<'a>,
+) -> Result<(&'n [Node<'a>], Option<Timestamp>), Rejection> {
+    if root.get("specversion").and_then(Node::as_str) != Some("1.0") {
         return Err(Rejection::new(
             RejectCode::InvalidPayload,
             "CloudEvent must have specversion \"1.0\"",
@@ -161,7 +217,7 @@ fn cloudevents_rows(
     for attribute in ["id", "source", "type"] {
         if root
             .get(attribute)
-            .and_then(Value::as_str)
+            .and_then(Node::as_str)
             .is_none_or(str::is_empty)
         {
             return Err(Rejection::new(
@@ -187,7 +243,7 @@ fn cloudevents_rows(
     let rows = root
         .get("data")
         .and_then(|d| d.get("offers"))
-        .and_then(Value::as_array)
+        .and_then(Node::as_array)
         .ok_or_else(|| {
             Rejection::new(
                 RejectCode::InvalidPayload,
@@ -199,18 +255,18 @@ fn cloudevents_rows(
 
 fn normalize_row(
     index: usize,
-    row: &Value,
+    row: &Node<'_>,
     default_observed_at: Option<Timestamp>,
     canonical: Vec<u8>,
 ) -> Result<NormalizedRow, Rejection> {
     let at = |code: RejectCode, what: String| Rejection::new(code, format!("row {index}: {what}"));
-    let row = row
-        .as_object()
-        .ok_or_else(|| at(RejectCode::InvalidRow, "must be an object".into()))?;
+    if !row.is_object() {
+        return Err(at(RejectCode::InvalidRow, "must be an object".into()));
+    }
     let text = |field: &str| -> Result<Option<&str>, Rejection> {
         match row.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.as_str())),
+            None | Some(Node::Null) => Ok(None),
+            Some(Node::String(s)) => Ok(Some(s.as_ref())),
             Some(_) => Err(at(
                 RejectCode::InvalidRow,
                 format!("{field} must be a string"),
@@ -224,9 +280,9 @@ fn normalize_row(
     let quantity =
         parse_quantity(row.get("quantity")).map_err(|why| at(RejectCode::InvalidQuantity, why))?;
     let price = match row.get("price") {
-        Some(Value::String(s)) => Price::parse(s)
+        Some(Node::String(s)) => Price::parse(s)
             .map_err(|e| at(RejectCode::InvalidPrice, format!("price {s:?}: {e}")))?,
-        Some(Value::Number(_)) => {
+        Some(Node::Number(_)) => {
             return Err(at(
                 RejectCode::InvalidPrice,
                 "price must be a decimal string such as \"820.00\", not a JSON number".into(),
@@ -265,19 +321,38 @@ fn normalize_row(
     })
 }
 
-fn parse_quantity(value: Option<&Value>) -> Result<u64, String> {
-    let number = match value {
-        Some(Value::Number(n)) => n,
+/// A number written as digits only, as `u64`.
+fn whole_number(value: &Node<'_>) -> Option<u64> {
+    match value {
+        Node::Number(literal) if literal.bytes().all(|b| b.is_ascii_digit()) => {
+            literal.parse().ok()
+        }
+        _ => None,
+    }
+}
+
+fn parse_quantity(value: Option<&Node<'_>>) -> Result<u64, String> {
+    let literal = match value {
+        Some(Node::Number(n)) => n.as_ref(),
         Some(_) => return Err("quantity must be a JSON number".into()),
         None => return Err("quantity is missing".into()),
     };
-    if let Some(q) = number.as_u64() {
-        return Ok(q);
+    if literal.bytes().all(|b| b.is_ascii_digit()) {
+        return literal
+            .parse()
+            .map_err(|_| format!("quantity {literal} is too large"));
     }
-    if number.as_i64().is_some_and(|q| q < 0) || number.as_f64().is_some_and(|q| q < 0.0) {
-        return Err(format!("quantity {number} is negative"));
+    // Negative: a minus sign before a mantissa that is not zero (`-0` and `-0.0` are not).
+    let negative = literal.strip_prefix('-').is_some_and(|unsigned| {
+        unsigned
+            .split(['e', 'E'])
+            .next()
+            .is_some_and(|mantissa| mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b)))
+    });
+    if negative {
+        return Err(format!("quantity {literal} is negative"));
     }
-    Err(format!("quantity {number} is not a whole number"))
+    Err(format!("quantity {literal} is not a whole number"))
 }
 
 #[cfg(test)]

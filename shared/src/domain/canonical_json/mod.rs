@@ -16,11 +16,17 @@
 //!   by each element's canonical bytes, so a supplier reordering its rows
 //!   does not change the fingerprint.
 //!
+//! The document is parsed once into a [`Node`] tree that borrows from the input (a string
+//! without escapes and every number literal are slices of it), and everything ingest needs
+//! is taken from that one tree: the fingerprint's canonical bytes, each row's canonical
+//! bytes ([`canonical_page`]) and the rows' fields.
+//!
 //! The parser is strict RFC 8259 (one value, UTF-8, no BOM, no trailing
 //! bytes, no duplicate keys) and never panics: nesting is capped at
 //! [`MAX_DEPTH`], so hostile input cannot overflow the stack.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 /// Rule name of [`canonicalize`].
@@ -64,8 +70,7 @@ impl std::error::Error for CanonicalJsonError {}
 
 /// Canonical bytes of `input` under rule `json-v1`.
 pub fn canonicalize(input: &[u8]) -> Result<Vec<u8>, CanonicalJsonError> {
-    let value = parse(input)?;
-    Ok(to_canonical_bytes(&value))
+    Ok(to_canonical_bytes(&parse(input)?))
 }
 
 /// Canonical bytes of `input` under rule `json-unordered-rows-v1`: the array
@@ -76,17 +81,8 @@ pub fn canonicalize_unordered_rows(
     input: &[u8],
     rows_path: &[&str],
 ) -> Result<Vec<u8>, CanonicalJsonError> {
-    let mut root = parse(input)?;
-    let rows = rows_mut(&mut root, rows_path)?;
-    let mut keyed: Vec<(Vec<u8>, JsonValue)> = std::mem::take(rows)
-        .into_iter()
-        .map(|row| (to_canonical_bytes(&row), row))
-        .collect();
-    // Plain byte-wise order of the canonical form: independent of any
-    // notion of numeric or locale ordering, so it is stable forever.
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
-    *rows = keyed.into_iter().map(|(_, row)| row).collect();
-    Ok(to_canonical_bytes(&root))
+    let root = parse(input)?;
+    Ok(canonical_page(&root, rows_path, true)?.document)
 }
 
 /// Canonical bytes (`json-v1`) of each element of the array at `rows_path`,
@@ -95,12 +91,51 @@ pub fn canonical_rows(
     input: &[u8],
     rows_path: &[&str],
 ) -> Result<Vec<Vec<u8>>, CanonicalJsonError> {
-    let mut root = parse(input)?;
-    let rows = rows_mut(&mut root, rows_path)?;
-    Ok(rows.iter().map(to_canonical_bytes).collect())
+    let root = parse(input)?;
+    Ok(rows_at(&root, rows_path)?
+        .iter()
+        .map(to_canonical_bytes)
+        .collect())
 }
 
-/// Parsed document. Numbers keep their literal text; strings are decoded;
+/// A document's canonical bytes and its rows', from one tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanonicalPage {
+    /// `json-v1` of the document, or `json-unordered-rows-v1` when asked for sorted rows.
+    pub document: Vec<u8>,
+    /// `json-v1` of each element of the rows array, in source order.
+    pub rows: Vec<Vec<u8>>,
+}
+
+/// The canonical bytes of `root` and of each row at `rows_path`; with `sort_rows`, the
+/// document's rows array is written in the order of the rows' canonical bytes. Each row is
+/// written once: the document reuses the rows' bytes.
+pub fn canonical_page(
+    root: &Node<'_>,
+    rows_path: &[&str],
+    sort_rows: bool,
+) -> Result<CanonicalPage, CanonicalJsonError> {
+    let rows: Vec<Vec<u8>> = rows_at(root, rows_path)?
+        .iter()
+        .map(to_canonical_bytes)
+        .collect();
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    if sort_rows {
+        // Plain byte-wise order of the canonical form: independent of any
+        // notion of numeric or locale ordering, so it is stable forever.
+        order.sort_by(|&a, &b| rows[a].cmp(&rows[b]));
+    }
+    let mut document = Vec::with_capacity(rows.iter().map(|r| r.len() + 1).sum::<usize>() + 64);
+    write_with_rows(root, rows_path, &rows, &order, &mut document);
+    Ok(CanonicalPage { document, rows })
+}
+
+/// Parses `input` with the strict rules above into a tree borrowing from it.
+pub fn parse_node(input: &[u8]) -> Result<Node<'_>, CanonicalJsonError> {
+    parse(input)
+}
+
+/// Parsed document, owning its text. Numbers keep their literal text; strings are decoded;
 /// objects are ordered by key bytes (`String`'s `Ord` is byte-wise), which is
 /// exactly the canonical key order. Public for comparisons that must not go
 /// through `f64` (the quarantine diff): two numbers are equal only when they
@@ -119,42 +154,108 @@ pub enum JsonValue {
 
 /// Parses `input` with the strict rules above, keeping number literals.
 pub fn parse_document(input: &[u8]) -> Result<JsonValue, CanonicalJsonError> {
-    parse(input)
+    Ok(parse(input)?.to_value())
 }
 
-fn rows_mut<'v>(
-    root: &'v mut JsonValue,
+/// A parsed value borrowing from the input. Object members are sorted by the bytes of their
+/// keys (the canonical order) and unique.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node<'a> {
+    Null,
+    Bool(bool),
+    /// The number exactly as written (RFC 8259 grammar, ASCII).
+    Number(Cow<'a, str>),
+    String(Cow<'a, str>),
+    Array(Vec<Node<'a>>),
+    Object(Vec<(Cow<'a, str>, Node<'a>)>),
+}
+
+impl<'a> Node<'a> {
+    /// An object from members in any order; `None` if a key repeats.
+    pub fn object(mut members: Vec<(Cow<'a, str>, Node<'a>)>) -> Option<Self> {
+        members.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let unique = members.windows(2).all(|w| w[0].0 != w[1].0);
+        unique.then_some(Node::Object(members))
+    }
+
+    /// The member `key` of an object.
+    pub fn get(&self, key: &str) -> Option<&Node<'a>> {
+        match self {
+            Node::Object(members) => members
+                .binary_search_by(|(k, _)| k.as_bytes().cmp(key.as_bytes()))
+                .ok()
+                .map(|i| &members[i].1),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Node::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_array(&self) -> Option<&[Node<'a>]> {
+        match self {
+            Node::Array(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    pub fn is_object(&self) -> bool {
+        matches!(self, Node::Object(_))
+    }
+
+    /// The same value, owning its text.
+    pub fn to_value(&self) -> JsonValue {
+        match self {
+            Node::Null => JsonValue::Null,
+            Node::Bool(b) => JsonValue::Bool(*b),
+            Node::Number(n) => JsonValue::Number(n.to_string()),
+            Node::String(s) => JsonValue::String(s.to_string()),
+            Node::Array(items) => JsonValue::Array(items.iter().map(Node::to_value).collect()),
+            Node::Object(members) => JsonValue::Object(
+                members
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_value()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+fn rows_at<'n, 'a>(
+    root: &'n Node<'a>,
     rows_path: &[&str],
-) -> Result<&'v mut Vec<JsonValue>, CanonicalJsonError> {
+) -> Result<&'n [Node<'a>], CanonicalJsonError> {
     let joined = || rows_path.join("/");
     let mut current = root;
     for key in rows_path {
-        current = match current {
-            JsonValue::Object(map) => map
-                .get_mut(*key)
-                .ok_or_else(|| CanonicalJsonError::RowsPathMissing(joined()))?,
-            // A path step through a non-object cannot exist.
-            _ => return Err(CanonicalJsonError::RowsPathMissing(joined())),
-        };
+        // A path step through a non-object cannot exist.
+        current = current
+            .get(key)
+            .ok_or_else(|| CanonicalJsonError::RowsPathMissing(joined()))?;
     }
-    match current {
-        JsonValue::Array(rows) => Ok(rows),
-        _ => Err(CanonicalJsonError::RowsNotArray(joined())),
-    }
+    current
+        .as_array()
+        .ok_or_else(|| CanonicalJsonError::RowsNotArray(joined()))
 }
 
-fn parse(input: &[u8]) -> Result<JsonValue, CanonicalJsonError> {
+fn parse(input: &[u8]) -> Result<Node<'_>, CanonicalJsonError> {
     // A BOM is not JSON (RFC 8259 §8.1 forbids emitting one); name it
     // explicitly because it is the most common way "valid" files fail.
     if input.starts_with(&[0xEF, 0xBB, 0xBF]) {
         return Err(syntax(0, "byte order mark is not allowed"));
     }
-    // Validating UTF-8 once up front means every later byte slice that is
+    // Validating UTF-8 once up front means every later slice that is
     // split only at ASCII delimiters is itself valid UTF-8.
-    if let Err(e) = std::str::from_utf8(input) {
-        return Err(syntax(e.valid_up_to(), "invalid UTF-8"));
-    }
+    let text = match std::str::from_utf8(input) {
+        Ok(text) => text,
+        Err(e) => return Err(syntax(e.valid_up_to(), "invalid UTF-8")),
+    };
     let mut parser = Parser {
+        text,
         bytes: input,
         pos: 0,
     };
@@ -172,11 +273,15 @@ fn syntax(offset: usize, reason: &'static str) -> CanonicalJsonError {
 }
 
 struct Parser<'a> {
+    text: &'a str,
     bytes: &'a [u8],
     pos: usize,
 }
 
-impl Parser<'_> {
+/// Above this many members, an object's keys are checked for repeats through a set.
+const LINEAR_KEY_CHECK: usize = 16;
+
+impl<'a> Parser<'a> {
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
@@ -201,16 +306,16 @@ impl Parser<'_> {
     }
 
     /// `depth` is the number of containers enclosing this value.
-    fn parse_value(&mut self, depth: usize) -> Result<JsonValue, CanonicalJsonError> {
+    fn parse_value(&mut self, depth: usize) -> Result<Node<'a>, CanonicalJsonError> {
         match self.peek() {
             None => Err(syntax(self.pos, "unexpected end of input")),
             Some(b'{') => self.parse_object(enter(depth)?),
             Some(b'[') => self.parse_array(enter(depth)?),
-            Some(b'"') => self.parse_string().map(JsonValue::String),
-            Some(b'-' | b'0'..=b'9') => self.parse_number().map(JsonValue::Number),
-            Some(b't') => self.parse_literal(b"true", JsonValue::Bool(true)),
-            Some(b'f') => self.parse_literal(b"false", JsonValue::Bool(false)),
-            Some(b'n') => self.parse_literal(b"null", JsonValue::Null),
+            Some(b'"') => self.parse_string().map(Node::String),
+            Some(b'-' | b'0'..=b'9') => self.parse_number().map(Node::Number),
+            Some(b't') => self.parse_literal(b"true", Node::Bool(true)),
+            Some(b'f') => self.parse_literal(b"false", Node::Bool(false)),
+            Some(b'n') => self.parse_literal(b"null", Node::Null),
             Some(_) => Err(syntax(self.pos, "expected a JSON value")),
         }
     }
@@ -218,8 +323,8 @@ impl Parser<'_> {
     fn parse_literal(
         &mut self,
         word: &[u8],
-        value: JsonValue,
-    ) -> Result<JsonValue, CanonicalJsonError> {
+        value: Node<'a>,
+    ) -> Result<Node<'a>, CanonicalJsonError> {
         if self.rest().starts_with(word) {
             self.pos += word.len();
             Ok(value)
@@ -229,13 +334,15 @@ impl Parser<'_> {
     }
 
     /// `depth` already counts this object.
-    fn parse_object(&mut self, depth: usize) -> Result<JsonValue, CanonicalJsonError> {
+    fn parse_object(&mut self, depth: usize) -> Result<Node<'a>, CanonicalJsonError> {
         self.pos += 1; // '{'
-        let mut map = BTreeMap::new();
+        let mut members: Vec<(Cow<'a, str>, Node<'a>)> = Vec::new();
+        // Keys seen so far, once the object is too large to scan them.
+        let mut seen: Option<HashSet<Cow<'a, str>>> = None;
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
-            return Ok(JsonValue::Object(map));
+            return Ok(Node::Object(members));
         }
         loop {
             if self.peek() != Some(b'"') {
@@ -248,10 +355,17 @@ impl Parser<'_> {
             let value = self.parse_value(depth)?;
             // Duplicate keys make the meaning parser-dependent (first wins,
             // last wins, error); refuse rather than guess.
-            if map.contains_key(&key) {
-                return Err(CanonicalJsonError::DuplicateKey(key));
+            let repeated = match &mut seen {
+                Some(set) => !set.insert(key.clone()),
+                None => members.iter().any(|(k, _)| *k == key),
+            };
+            if repeated {
+                return Err(CanonicalJsonError::DuplicateKey(key.into_owned()));
             }
-            map.insert(key, value);
+            members.push((key, value));
+            if seen.is_none() && members.len() == LINEAR_KEY_CHECK {
+                seen = Some(members.iter().map(|(k, _)| k.clone()).collect());
+            }
             self.skip_ws();
             match self.peek() {
                 Some(b',') => {
@@ -260,7 +374,9 @@ impl Parser<'_> {
                 }
                 Some(b'}') => {
                     self.pos += 1;
-                    return Ok(JsonValue::Object(map));
+                    // Canonical key order: the bytes of the decoded keys.
+                    members.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                    return Ok(Node::Object(members));
                 }
                 _ => return Err(syntax(self.pos, "expected ',' or '}' in object")),
             }
@@ -268,13 +384,13 @@ impl Parser<'_> {
     }
 
     /// `depth` already counts this array.
-    fn parse_array(&mut self, depth: usize) -> Result<JsonValue, CanonicalJsonError> {
+    fn parse_array(&mut self, depth: usize) -> Result<Node<'a>, CanonicalJsonError> {
         self.pos += 1; // '['
         let mut items = Vec::new();
         self.skip_ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
-            return Ok(JsonValue::Array(items));
+            return Ok(Node::Array(items));
         }
         loop {
             items.push(self.parse_value(depth)?);
@@ -286,7 +402,7 @@ impl Parser<'_> {
                 }
                 Some(b']') => {
                     self.pos += 1;
-                    return Ok(JsonValue::Array(items));
+                    return Ok(Node::Array(items));
                 }
                 _ => return Err(syntax(self.pos, "expected ',' or ']' in array")),
             }
@@ -294,7 +410,7 @@ impl Parser<'_> {
     }
 
     /// RFC 8259 number grammar; returns the literal text untouched.
-    fn parse_number(&mut self) -> Result<String, CanonicalJsonError> {
+    fn parse_number(&mut self) -> Result<Cow<'a, str>, CanonicalJsonError> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
@@ -316,9 +432,10 @@ impl Parser<'_> {
             }
             self.require_digits("expected digit in exponent")?;
         }
-        let literal = self.bytes.get(start..self.pos).unwrap_or(&[]);
         // Only ASCII digits, signs, '.', 'e' and 'E' were accepted above.
-        String::from_utf8(literal.to_vec()).map_err(|_| syntax(start, "invalid number"))
+        self.slice(start, self.pos)
+            .map(Cow::Borrowed)
+            .ok_or_else(|| syntax(start, "invalid number"))
     }
 
     fn skip_digits(&mut self) {
@@ -337,13 +454,19 @@ impl Parser<'_> {
         }
     }
 
-    /// Parses a string starting at its opening quote and returns it decoded.
-    fn parse_string(&mut self) -> Result<String, CanonicalJsonError> {
+    /// The input between two byte offsets that fall on ASCII bytes (or its ends).
+    fn slice(&self, from: usize, to: usize) -> Option<&'a str> {
+        self.text.get(from..to)
+    }
+
+    /// Parses a string starting at its opening quote and returns it decoded: a slice of the
+    /// input when it holds no escape.
+    fn parse_string(&mut self) -> Result<Cow<'a, str>, CanonicalJsonError> {
         let open = self.pos;
         self.pos += 1; // '"'
-        let mut out: Vec<u8> = Vec::new();
+        let mut out: Option<Vec<u8>> = None;
         loop {
-            // Copy the run of bytes that need no attention in one go.
+            // Take the run of bytes that need no attention in one go.
             let run_start = self.pos;
             while let Some(b) = self.peek() {
                 if b == b'"' || b == b'\\' || b < 0x20 {
@@ -351,20 +474,33 @@ impl Parser<'_> {
                 }
                 self.pos += 1;
             }
-            out.extend_from_slice(self.bytes.get(run_start..self.pos).unwrap_or(&[]));
+            let run = self.bytes.get(run_start..self.pos).unwrap_or(&[]);
             match self.peek() {
                 None => return Err(syntax(open, "unterminated string")),
                 Some(b'"') => {
+                    let Some(mut decoded) = out else {
+                        self.pos += 1;
+                        return self
+                            .slice(run_start, self.pos - 1)
+                            .map(Cow::Borrowed)
+                            .ok_or_else(|| syntax(open, "invalid UTF-8 in string"));
+                    };
+                    decoded.extend_from_slice(run);
                     self.pos += 1;
-                    break;
+                    // Cannot fail: the input was valid UTF-8, we only split it at ASCII
+                    // bytes, and escapes append whole encoded chars. Still no unwrap.
+                    return String::from_utf8(decoded)
+                        .map(Cow::Owned)
+                        .map_err(|_| syntax(open, "invalid UTF-8 in string"));
                 }
-                Some(b'\\') => self.parse_escape(&mut out)?,
+                Some(b'\\') => {
+                    let decoded = out.get_or_insert_with(Vec::new);
+                    decoded.extend_from_slice(run);
+                    self.parse_escape(decoded)?;
+                }
                 Some(_) => return Err(syntax(self.pos, "control character in string")),
             }
         }
-        // Cannot fail: the input was valid UTF-8, we only split it at ASCII
-        // bytes, and escapes append whole encoded chars. Still no unwrap.
-        String::from_utf8(out).map_err(|_| syntax(open, "invalid UTF-8 in string"))
     }
 
     fn parse_escape(&mut self, out: &mut Vec<u8>) -> Result<(), CanonicalJsonError> {
@@ -440,21 +576,27 @@ fn enter(depth: usize) -> Result<usize, CanonicalJsonError> {
     }
 }
 
-fn to_canonical_bytes(value: &JsonValue) -> Vec<u8> {
+/// The `json-v1` bytes of a value.
+pub fn canonical_bytes(value: &Node<'_>) -> Vec<u8> {
+    to_canonical_bytes(value)
+}
+
+fn to_canonical_bytes(value: &Node<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     write_value(value, &mut out);
     out
 }
 
-// Recursion here is bounded because every `JsonValue` came from the parser.
-fn write_value(value: &JsonValue, out: &mut Vec<u8>) {
+// Recursion here is bounded because every `Node` came from the parser (or from rows a
+// caller built, which are shallow).
+fn write_value(value: &Node<'_>, out: &mut Vec<u8>) {
     match value {
-        JsonValue::Null => out.extend_from_slice(b"null"),
-        JsonValue::Bool(true) => out.extend_from_slice(b"true"),
-        JsonValue::Bool(false) => out.extend_from_slice(b"false"),
-        JsonValue::Number(literal) => out.extend_from_slice(literal.as_bytes()),
-        JsonValue::String(s) => write_string(s, out),
-        JsonValue::Array(items) => {
+        Node::Null => out.extend_from_slice(b"null"),
+        Node::Bool(true) => out.extend_from_slice(b"true"),
+        Node::Bool(false) => out.extend_from_slice(b"false"),
+        Node::Number(literal) => out.extend_from_slice(literal.as_bytes()),
+        Node::String(s) => write_string(s, out),
+        Node::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
@@ -464,9 +606,9 @@ fn write_value(value: &JsonValue, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        JsonValue::Object(map) => {
+        Node::Object(members) => {
             out.push(b'{');
-            for (i, (key, item)) in map.iter().enumerate() {
+            for (i, (key, item)) in members.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
@@ -476,6 +618,46 @@ fn write_value(value: &JsonValue, out: &mut Vec<u8>) {
             }
             out.push(b'}');
         }
+    }
+}
+
+/// `write_value`, but the array at `rows_path` is written from the rows' canonical bytes, in
+/// `order`. The path was followed once already, so every step of it is an object member.
+fn write_with_rows(
+    value: &Node<'_>,
+    rows_path: &[&str],
+    rows: &[Vec<u8>],
+    order: &[usize],
+    out: &mut Vec<u8>,
+) {
+    match (rows_path.split_first(), value) {
+        (None, _) => {
+            out.push(b'[');
+            for (i, &row) in order.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(&rows[row]);
+            }
+            out.push(b']');
+        }
+        (Some((step, below)), Node::Object(members)) => {
+            out.push(b'{');
+            for (i, (key, item)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(key, out);
+                out.push(b':');
+                if key == step {
+                    write_with_rows(item, below, rows, order, out);
+                } else {
+                    write_value(item, out);
+                }
+            }
+            out.push(b'}');
+        }
+        (Some(_), other) => write_value(other, out),
     }
 }
 

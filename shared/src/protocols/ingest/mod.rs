@@ -39,7 +39,7 @@ use crate::domain::model::{
     CommitMarker, CorrectionRules, DedupConfidence, Observation, PriorEpoch, ReplayRecord,
     ReplayState, RunPageUpdate, SourceRef, CLAIM_SOURCE_REPORTED, VERIFICATION_UNVERIFIED,
 };
-use crate::domain::normalize::{normalize, NormalizedRow};
+use crate::domain::normalize::{normalize, normalize_and_fingerprint, NormalizedRow};
 use crate::domain::reject::{RejectCode, Rejection};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{
@@ -280,10 +280,9 @@ impl IngestService {
             BodyRef::S3 { .. } => Failure::RefusedClaimedBody(rejection, body.clone()),
             BodyRef::Inline { .. } => Failure::Refused(rejection),
         };
-        let rows = normalize(connector.payload_format, connector.canonicalization, &body)
-            .map_err(refused)?;
-        let fingerprint =
-            fingerprint_of(connector.canonicalization, connector.payload_format, &body)
+        // One parse of the body gives the rows and the fingerprint.
+        let (rows, fingerprint) =
+            normalize_and_fingerprint(connector.payload_format, connector.canonicalization, &body)
                 .map_err(refused)?;
         let artifact_key = artifact_key(&key, &payload_sha256);
         Ok(Delivery {
