@@ -606,19 +606,26 @@ fn write_value(value: &Node<'_>, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        Node::Object(members) => {
-            out.push(b'{');
-            for (i, (key, item)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_string(key, out);
-                out.push(b':');
-                write_value(item, out);
-            }
-            out.push(b'}');
-        }
+        Node::Object(members) => write_object(members, out, |_, item, out| write_value(item, out)),
     }
+}
+
+/// `{"key":value,...}`, each value written by `write_item`.
+fn write_object<'n, 'a: 'n>(
+    members: &'n [(Cow<'a, str>, Node<'a>)],
+    out: &mut Vec<u8>,
+    mut write_item: impl FnMut(&str, &'n Node<'a>, &mut Vec<u8>),
+) {
+    out.push(b'{');
+    for (i, (key, item)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_string(key, out);
+        out.push(b':');
+        write_item(key, item, out);
+    }
+    out.push(b'}');
 }
 
 /// `write_value`, but the array at `rows_path` is written from the rows' canonical bytes, in
@@ -642,20 +649,13 @@ fn write_with_rows(
             out.push(b']');
         }
         (Some((step, below)), Node::Object(members)) => {
-            out.push(b'{');
-            for (i, (key, item)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_string(key, out);
-                out.push(b':');
-                if key == step {
+            write_object(members, out, |key, item, out| {
+                if key == *step {
                     write_with_rows(item, below, rows, order, out);
                 } else {
                     write_value(item, out);
                 }
-            }
-            out.push(b'}');
+            })
         }
         (Some(_), other) => write_value(other, out),
     }
