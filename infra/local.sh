@@ -45,7 +45,10 @@ if [ "$fresh" = 1 ]; then
     echo "local.sh: --fresh: .local/data removed; starting empty" >&2
 fi
 
-cargo build --quiet -p local-stack
+# FEEDSAFE_PREBUILT=1: scripts/test has built target/debug/local-stack already.
+if [ "${FEEDSAFE_PREBUILT:-0}" != 1 ]; then
+    cargo build --quiet -p local-stack
+fi
 infra/engines.sh start
 eval "$(infra/engines.sh env)"
 export FEEDSAFE_DATA_DIR="$ENGINES_DATA/stack"

@@ -153,6 +153,24 @@ impl TestEnv {
             .expect("connector stored");
     }
 
+    /// Deletes this env's tables, so that a long run of envs on one engine (the model test's
+    /// histories) does not leave DynamoDB Local holding and sweeping hundreds of tables, which
+    /// slows every later test on it. A table that cannot be deleted is reported, not hidden.
+    pub async fn delete_tables(&self) {
+        for table in self.resources.tables.values() {
+            if let Err(e) = self
+                .clients
+                .dynamodb
+                .delete_table()
+                .table_name(table)
+                .send()
+                .await
+            {
+                eprintln!("could not delete test table {table}: {e}");
+            }
+        }
+    }
+
     /// Every item of the evidence table (test-only Scan).
     pub async fn items(&self) -> Vec<Item> {
         self.table_items(&self.table).await
