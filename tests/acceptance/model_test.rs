@@ -480,8 +480,11 @@ static STEPS: AtomicUsize = AtomicUsize::new(0);
 
 impl Drop for Harness {
     fn drop(&mut self) {
-        // Each history has a DynamoDB Local database of its own; its tables go with it.
-        self.rt.block_on(self.system.env.delete_tables());
+        // Each history has a DynamoDB Local database of its own; its tables go with it (a
+        // failing one keeps them, and nothing here may panic while it unwinds).
+        if !std::thread::panicking() {
+            self.rt.block_on(self.system.env.delete_tables());
+        }
         let histories = HISTORIES.fetch_add(1, Ordering::SeqCst) + 1;
         if histories.is_multiple_of(50) {
             let steps = STEPS.load(Ordering::SeqCst);
