@@ -1,5 +1,5 @@
 //! The reference model: what the system must do, stated without AWS. The model-based test
-//! (`tests/acceptance/model_test.rs`) runs random histories of these operations against the real
+//! (`tests/acceptance/model_test/`) runs random histories of these operations against the real
 //! adapters on DynamoDB Local and moto and compares, after every step, what the system shows
 //! through its own read paths with what this model says.
 //!
