@@ -657,30 +657,107 @@ fn shrink_iters() -> u32 {
         .unwrap_or(64)
 }
 
-prop_state_machine! {
-    #![proptest_config(ProptestConfig {
-        cases: cases_per_lane(),
-        max_shrink_iters: shrink_iters(),
-        failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions")
-        )),
-        .. ProptestConfig::default()
-    })]
-
-    #[test]
-    fn histories_lane_1(sequential 1..=40 => ModelTest);
-    #[test]
-    fn histories_lane_2(sequential 1..=40 => ModelTest);
-    #[test]
-    fn histories_lane_3(sequential 1..=40 => ModelTest);
-    #[test]
-    fn histories_lane_4(sequential 1..=40 => ModelTest);
-    #[test]
-    fn histories_lane_5(sequential 1..=40 => ModelTest);
-    #[test]
-    fn histories_lane_6(sequential 1..=40 => ModelTest);
-    #[test]
-    fn histories_lane_7(sequential 1..=40 => ModelTest);
-    #[test]
-    fn histories_lane_8(sequential 1..=40 => ModelTest);
+/// The kept seeds of `tests/proptest-regressions/model_test/mod.txt`, dealt out over the lanes:
+/// proptest hands every test of a source file all of that file's seeds, so without this each
+/// of the eight lanes replayed all of them (8 seeds: 64 histories a run, most of them long ones).
+/// A new failure in any lane is still appended to the one file.
+#[derive(Debug, Clone, PartialEq)]
+struct LaneSeeds {
+    lane: usize,
+    file: proptest::test_runner::FileFailurePersistence,
 }
+
+impl LaneSeeds {
+    fn of(lane: usize) -> Self {
+        LaneSeeds {
+            lane,
+            file: proptest::test_runner::FileFailurePersistence::SourceParallel(
+                "proptest-regressions",
+            ),
+        }
+    }
+
+    fn config(lane: usize) -> ProptestConfig {
+        ProptestConfig {
+            cases: cases_per_lane(),
+            max_shrink_iters: shrink_iters(),
+            failure_persistence: Some(Box::new(LaneSeeds::of(lane))),
+            ..ProptestConfig::default()
+        }
+    }
+}
+
+impl proptest::test_runner::FailurePersistence for LaneSeeds {
+    fn load_persisted_failures2(
+        &self,
+        source_file: Option<&'static str>,
+    ) -> Vec<proptest::test_runner::PersistedSeed> {
+        self.file
+            .load_persisted_failures2(source_file)
+            .into_iter()
+            .enumerate()
+            .filter(|(index, _)| index % LANES as usize == self.lane - 1)
+            .map(|(_, seed)| seed)
+            .collect()
+    }
+
+    fn save_persisted_failure2(
+        &mut self,
+        source_file: Option<&'static str>,
+        seed: proptest::test_runner::PersistedSeed,
+        shrunken_value: &dyn std::fmt::Debug,
+    ) {
+        self.file
+            .save_persisted_failure2(source_file, seed, shrunken_value);
+    }
+
+    fn box_clone(&self) -> Box<dyn proptest::test_runner::FailurePersistence> {
+        Box::new(self.clone())
+    }
+
+    fn eq(&self, other: &dyn proptest::test_runner::FailurePersistence) -> bool {
+        other.as_any().downcast_ref::<Self>() == Some(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+#[test]
+fn every_kept_seed_is_dealt_to_exactly_one_lane() {
+    use proptest::test_runner::FailurePersistence;
+    let source = Some(file!());
+    let all = LaneSeeds::of(1).file.load_persisted_failures2(source);
+    assert!(!all.is_empty(), "the kept seeds are found");
+    let mut dealt = Vec::new();
+    for lane in 1..=LANES as usize {
+        let seeds = LaneSeeds::of(lane).load_persisted_failures2(source);
+        assert!(seeds.len() <= all.len().div_ceil(LANES as usize));
+        dealt.extend(seeds.into_iter().map(|seed| seed.to_string()));
+    }
+    let mut expected: Vec<String> = all.iter().map(ToString::to_string).collect();
+    expected.sort();
+    dealt.sort();
+    assert_eq!(dealt, expected);
+}
+
+/// One lane: a test of its own, with its share of the histories and of the kept seeds.
+macro_rules! lane {
+    ($name:ident, $lane:expr) => {
+        prop_state_machine! {
+            #![proptest_config(LaneSeeds::config($lane))]
+            #[test]
+            fn $name(sequential 1..=40 => ModelTest);
+        }
+    };
+}
+
+lane!(histories_lane_1, 1);
+lane!(histories_lane_2, 2);
+lane!(histories_lane_3, 3);
+lane!(histories_lane_4, 4);
+lane!(histories_lane_5, 5);
+lane!(histories_lane_6, 6);
+lane!(histories_lane_7, 7);
+lane!(histories_lane_8, 8);
