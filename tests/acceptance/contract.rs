@@ -37,6 +37,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/v1/items/{item}/offers", Access::Reader),
     ("GET", "/v1/items/{item}/observations", Access::Reader),
     ("GET", "/v1/observations/{observation_id}", Access::Reader),
+    ("POST", "/v1/mcp", Access::Reader),
     ("POST", "/v1/webhooks/{connector}", Access::Signed),
     ("GET", "/v1/deliveries/{delivery_key}", Access::Ops),
     ("GET", "/v1/deliveries/{delivery_key}/artifact", Access::Ops),

@@ -11,6 +11,7 @@ mod entry_points;
 mod hardening;
 mod ingest;
 mod intake;
+mod mcp;
 mod model_test;
 mod ops;
 mod projection;

@@ -1,6 +1,7 @@
 //! Stream redelivery, rebuild, reads without side effects, and the response contract.
 
 use acceptance::*;
+use feedsafe::aws::dynamo::Item;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::domain::connector::Publication;
 use feedsafe::domain::timestamp::Timestamp;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use template_spec::{read_template, template_path};
 
 /// Several items, two sources, a late arrival, a 100-row staged delivery.
-async fn scenario(env: &TestEnv) -> Vec<StreamRecordImages> {
+pub(crate) async fn scenario(env: &TestEnv) -> Vec<StreamRecordImages> {
     let acme = acme_eu();
     let beta = connector("beta-eu", "ACC-9", Publication::PerPage);
     env.seed(&acme).await;
@@ -98,7 +99,7 @@ async fn scenario(env: &TestEnv) -> Vec<StreamRecordImages> {
 }
 
 /// Applies the records in stream batches of 100, as the event source hands them over.
-async fn apply(projector: &Projector, records: &[StreamRecordImages]) {
+pub(crate) async fn apply(projector: &Projector, records: &[StreamRecordImages]) {
     for batch in records.chunks(100) {
         let changes: Vec<_> = batch
             .iter()
@@ -220,13 +221,7 @@ async fn a_hundred_reads_change_no_item_no_queue_and_no_object() {
     let env = spawn_env(true).await;
     let records = scenario(&env).await;
     apply(&env.projector(), &records).await;
-    let evidence_before = env.table_items(&env.table).await;
-    let projection_before = env.table_items(&env.projection_table()).await;
-    let queues_before = (
-        env.queue_depth("IngestQueue").await,
-        env.queue_depth("IngestDLQ").await,
-    );
-    let objects_before = env.object_versions("").await;
+    let before = Stored::of(&env).await;
     let any_observation = env
         .observations()
         .await
@@ -250,28 +245,40 @@ async fn a_hundred_reads_change_no_item_no_queue_and_no_object() {
         assert_eq!(response.status, 200, "{}", response.body);
     }
 
-    assert_eq!(
-        env.table_items(&env.table).await,
-        evidence_before,
-        "no evidence item changed"
-    );
-    assert_eq!(
-        env.table_items(&env.projection_table()).await,
-        projection_before,
-        "no projection row changed"
-    );
-    assert_eq!(
-        (
-            env.queue_depth("IngestQueue").await,
-            env.queue_depth("IngestDLQ").await
-        ),
-        queues_before
-    );
-    assert_eq!(
-        env.object_versions("").await,
-        objects_before,
-        "no object written"
-    );
+    Stored::of(&env).await.assert_unchanged_since(&before);
+}
+
+/// Everything a read could change: the evidence and projection items, the queues' depths and
+/// the raw bucket's object versions.
+pub(crate) struct Stored {
+    evidence: Vec<Item>,
+    projection: Vec<Item>,
+    queues: ((i64, i64), (i64, i64)),
+    objects: Vec<String>,
+}
+
+impl Stored {
+    pub(crate) async fn of(env: &TestEnv) -> Self {
+        Stored {
+            evidence: env.table_items(&env.table).await,
+            projection: env.table_items(&env.projection_table()).await,
+            queues: (
+                env.queue_depth("IngestQueue").await,
+                env.queue_depth("IngestDLQ").await,
+            ),
+            objects: env.object_versions("").await,
+        }
+    }
+
+    pub(crate) fn assert_unchanged_since(&self, before: &Stored) {
+        assert_eq!(self.evidence, before.evidence, "no evidence item changed");
+        assert_eq!(
+            self.projection, before.projection,
+            "no projection row changed"
+        );
+        assert_eq!(self.queues, before.queues, "no message sent or taken");
+        assert_eq!(self.objects, before.objects, "no object written");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

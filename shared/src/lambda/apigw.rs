@@ -8,6 +8,7 @@ use crate::domain::timestamp::Timestamp;
 use crate::intake::webhook::{WebhookRequest, WebhookService};
 use crate::ops::{handle_ops, OpsRequest, OpsService};
 use crate::protocols::http::{handle_read, percent_decode, HttpRequest, HttpResponse};
+use crate::protocols::mcp::{handle_mcp, McpRequest, MCP_PATH};
 use crate::protocols::query::{Principal, QueryService};
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use std::collections::HashMap;
@@ -49,9 +50,37 @@ pub async fn handle_apigw_read(
     service: &QueryService,
     request: ApiGatewayV2httpRequest,
 ) -> ApiGatewayV2httpResponse {
+    let path = percent_decode(request.raw_path.as_deref().unwrap_or_default(), false);
+    if path == MCP_PATH {
+        let principal = principal_from_apigw(&request);
+        let Some(body) = request_body(&request) else {
+            return apigw_response(HttpResponse::error(
+                400,
+                "invalid_request",
+                "the body is not valid base64",
+            ));
+        };
+        let headers = request
+            .headers
+            .iter()
+            .filter_map(|(name, value)| {
+                Some((
+                    name.as_str().to_ascii_lowercase(),
+                    value.to_str().ok()?.to_owned(),
+                ))
+            })
+            .collect();
+        let mcp = McpRequest {
+            method: request.request_context.http.method.to_string(),
+            headers,
+            body,
+            principal,
+        };
+        return apigw_response(handle_mcp(service, mcp).await);
+    }
     let http = HttpRequest {
         method: request.request_context.http.method.to_string(),
-        path: percent_decode(request.raw_path.as_deref().unwrap_or_default(), false),
+        path,
         query: request
             .query_string_parameters
             .iter()
@@ -63,18 +92,22 @@ pub async fn handle_apigw_read(
     apigw_response(response)
 }
 
+/// The request's body bytes (`None`: marked base64 but not valid base64).
+fn request_body(request: &ApiGatewayV2httpRequest) -> Option<Vec<u8>> {
+    match (request.body.as_deref(), request.is_base64_encoded) {
+        (None, _) => Some(Vec::new()),
+        (Some(text), true) => base64_decode(text),
+        (Some(text), false) => Some(text.as_bytes().to_vec()),
+    }
+}
+
 /// The ops function: API Gateway HTTP API (payload 2.0, ops authorizer) -> `handle_ops` -> JSON.
 pub async fn handle_apigw_ops(
     service: &OpsService,
     request: ApiGatewayV2httpRequest,
 ) -> ApiGatewayV2httpResponse {
-    let body = match (request.body.as_deref(), request.is_base64_encoded) {
-        (None, _) => Ok(Vec::new()),
-        (Some(text), true) => base64_decode(text).ok_or(()),
-        (Some(text), false) => Ok(text.as_bytes().to_vec()),
-    };
-    let response = match body {
-        Ok(body) => {
+    let response = match request_body(&request) {
+        Some(body) => {
             let ops = OpsRequest {
                 method: request.request_context.http.method.to_string(),
                 path: percent_decode(request.raw_path.as_deref().unwrap_or_default(), false),
@@ -88,7 +121,7 @@ pub async fn handle_apigw_ops(
             };
             handle_ops(service, ops).await
         }
-        Err(()) => HttpResponse::error(400, "invalid_request", "the body is not valid base64"),
+        None => HttpResponse::error(400, "invalid_request", "the body is not valid base64"),
     };
     apigw_response(response)
 }

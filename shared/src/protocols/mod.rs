@@ -6,6 +6,7 @@
 pub mod corrections;
 pub mod http;
 pub mod ingest;
+pub mod mcp;
 pub mod operations;
 pub mod ports;
 pub mod projection;

@@ -1,0 +1,394 @@
+//! The MCP endpoint for buying agents (`POST /v1/mcp` on the query function): three read-only
+//! tools over the query service, served by `rmcp`'s streamable HTTP transport, stateless (no
+//! session survives a request, so any Lambda instance answers any call) and answering in JSON.
+//!
+//! Authorization is the read routes' own: a principal with the `offers:read` scope, its tenant
+//! from the token (never from the tool's arguments); without one the request never reaches the
+//! MCP layer. Each tool returns, as structured content, the same body its REST route returns
+//! (every observation with `observed_at`, `retrieved_at`, source, delivery key, claim,
+//! verification, identity strength, dedup confidence, freshness and the named freshness gap),
+//! and a text summary an agent can quote. Calling a tool reads; it never refreshes, pulls or
+//! writes anything.
+
+use crate::domain::timestamp::Timestamp;
+use crate::protocols::http::HttpResponse;
+use crate::protocols::query::{Principal, QueryError, QueryService, READ_SCOPE};
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::RoleServer;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The route the endpoint answers on.
+pub const MCP_PATH: &str = "/v1/mcp";
+
+/// Said in every tool's description and in the server's instructions.
+const CAVEAT: &str = "The data is what suppliers reported, stored with its raw evidence; it \
+    is not verified by anyone. Calling this tool only reads what is already stored: it never \
+    refreshes, pulls or asks a supplier for anything.";
+
+/// One MCP request as the transport hands it over.
+pub struct McpRequest {
+    pub method: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub principal: Option<Principal>,
+}
+
+/// `POST /v1/mcp`: authorizes like the read routes, then hands the JSON-RPC message to rmcp.
+pub async fn handle_mcp(service: &QueryService, request: McpRequest) -> HttpResponse {
+    let Some(principal) = request.principal else {
+        return HttpResponse::error(401, "unauthorized", "a reader's bearer token is required");
+    };
+    if !principal.scopes.iter().any(|s| s == READ_SCOPE) {
+        return HttpResponse::error(403, "forbidden", "the offers:read scope is required");
+    }
+    let mut http = http::Request::builder()
+        .method(request.method.as_str())
+        .uri(MCP_PATH);
+    for (name, value) in &request.headers {
+        // The token stays with the authorizer; rmcp has no use for it.
+        if name != "authorization" {
+            http = http.header(name.as_str(), value.as_str());
+        }
+    }
+    let Ok(mut http) = http.body(http_body_util::Full::new(bytes::Bytes::from(request.body)))
+    else {
+        return HttpResponse::error(
+            400,
+            "invalid_request",
+            "the request's headers are not valid HTTP",
+        );
+    };
+    http.extensions_mut().insert(principal);
+    let tools = OfferTools {
+        query: service.clone(),
+    };
+    let mut config = StreamableHttpServerConfig::default().disable_allowed_hosts();
+    config.legacy_session_mode = false;
+    config.json_response = true;
+    let transport = StreamableHttpService::new(
+        move || Ok(tools.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    let response = transport.handle(http).await;
+    let status = response.status().as_u16();
+    let streamed = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let body = match http_body_util::BodyExt::collect(response.into_body()).await {
+        Ok(collected) => collected.to_bytes(),
+        Err(never) => match never {},
+    };
+    if streamed {
+        // Only a handler that sends notifications before its answer streams; these tools do not.
+        tracing::error!(status, "the MCP layer answered with an event stream");
+        return HttpResponse::error(500, "internal", "the MCP endpoint could not answer in JSON");
+    }
+    HttpResponse {
+        status,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// The tools: a query service and nothing else (no writer, no queue, no pull).
+#[derive(Clone)]
+struct OfferTools {
+    query: QueryService,
+}
+
+fn schema(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+fn tools() -> Vec<Tool> {
+    let read_only = ToolAnnotations::new()
+        .read_only(true)
+        .destructive(false)
+        .idempotent(true)
+        .open_world(false);
+    vec![
+        Tool::new(
+            "get_current_offers",
+            format!(
+                "The current offer of each source for an item (quantity, price, currency), each \
+                 with when the supplier observed it (observed_at), when we received it \
+                 (retrieved_at), its source, delivery key, identity strength, dedup confidence \
+                 and freshness. With max_age_seconds, an offer older than that is marked stale \
+                 and named in freshness_gaps with what would refresh it. {CAVEAT}"
+            ),
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "item": {"type": "string", "description": "The item's SKU or canonical key, e.g. AX-440-R2"},
+                    "max_age_seconds": {"type": "integer", "minimum": 0, "description": "Mark offers observed longer ago than this as stale"}
+                },
+                "required": ["item"],
+                "additionalProperties": false
+            })),
+        )
+        .annotate(read_only.clone()),
+        Tool::new(
+            "get_offer_history",
+            format!(
+                "Every stored claim about an item, newest first, superseded ones marked, with \
+                 the same provenance fields as get_current_offers. {CAVEAT}"
+            ),
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "item": {"type": "string", "description": "The item's SKU or canonical key"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many claims (default 50)"}
+                },
+                "required": ["item"],
+                "additionalProperties": false
+            })),
+        )
+        .annotate(read_only.clone()),
+        Tool::new(
+            "get_observation",
+            format!(
+                "One stored observation by its id, with its provenance: the raw artifact it came \
+                 from, its delivery, and how its identity was established. {CAVEAT}"
+            ),
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "observation_id": {"type": "string", "description": "An observation_id from another tool's result"}
+                },
+                "required": ["observation_id"],
+                "additionalProperties": false
+            })),
+        )
+        .annotate(read_only),
+    ]
+}
+
+/// A tool's arguments, or the message an agent can act on.
+struct Arguments(JsonObject);
+
+impl Arguments {
+    fn string(&self, name: &str) -> Result<&str, String> {
+        match self.0.get(name) {
+            Some(Value::String(s)) if !s.is_empty() => Ok(s),
+            Some(_) => Err(format!("{name} must be a non-empty string")),
+            None => Err(format!("{name} is required")),
+        }
+    }
+
+    fn integer(
+        &self,
+        name: &str,
+        range: std::ops::RangeInclusive<i64>,
+    ) -> Result<Option<i64>, String> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_i64() {
+                Some(n) if range.contains(&n) => Ok(Some(n)),
+                _ => Err(format!(
+                    "{name} must be an integer from {} to {}",
+                    range.start(),
+                    range.end()
+                )),
+            },
+        }
+    }
+}
+
+fn text_of(o: &Value) -> String {
+    let s = |k: &str| o[k].as_str().unwrap_or("?").to_owned();
+    format!(
+        "{} via {}: quantity {} {} at {} {}, observed {} (received {}), claim {}, {}",
+        s("item"),
+        s("connector"),
+        o["quantity"],
+        s("quantity_basis"),
+        s("price"),
+        s("currency"),
+        s("observed_at"),
+        s("retrieved_at"),
+        s("claim"),
+        s("verification"),
+    )
+}
+
+/// The text an agent can quote for a tool's structured result.
+fn summary(tool: &str, body: &Value) -> String {
+    let mut lines = Vec::new();
+    match tool {
+        "get_current_offers" => {
+            let offers = body["offers"].as_array().cloned().unwrap_or_default();
+            lines.push(format!(
+                "{} current offer(s) for {} as of {}.",
+                offers.len(),
+                body["item"].as_str().unwrap_or("?"),
+                body["as_of"].as_str().unwrap_or("?")
+            ));
+            for o in &offers {
+                let fresh = &o["freshness"];
+                lines.push(format!(
+                    "- {}; age {} s{}",
+                    text_of(o),
+                    fresh["age_seconds"],
+                    if fresh["stale"] == true {
+                        ", STALE"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            for gap in body["freshness_gaps"].as_array().into_iter().flatten() {
+                lines.push(format!(
+                    "Freshness gap: {} is {} s old (limit {} s); refresh: {}.",
+                    gap["connector"].as_str().unwrap_or("?"),
+                    gap["age_seconds"],
+                    gap["max_age_seconds"],
+                    gap["refresh"]["action"].as_str().unwrap_or("?")
+                ));
+            }
+        }
+        "get_offer_history" => {
+            let claims = body["observations"].as_array().cloned().unwrap_or_default();
+            lines.push(format!(
+                "{} stored claim(s) for {}, newest first.",
+                claims.len(),
+                body["item"].as_str().unwrap_or("?")
+            ));
+            for o in &claims {
+                lines.push(format!(
+                    "- {}{}",
+                    text_of(o),
+                    if o["superseded"] == true {
+                        " (superseded)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+        _ => lines.push(format!("- {}", text_of(body))),
+    }
+    lines.push("Supplier-reported and unverified; this read refreshed nothing.".into());
+    lines.join("\n")
+}
+
+impl OfferTools {
+    async fn call(
+        &self,
+        principal: &Principal,
+        name: &str,
+        args: &Arguments,
+    ) -> Result<Value, CallError> {
+        let now = Timestamp::now();
+        let result = match name {
+            "get_current_offers" => {
+                let item = args.string("item").map_err(CallError::Arguments)?;
+                let max_age = args
+                    .integer("max_age_seconds", 0..=i64::MAX)
+                    .map_err(CallError::Arguments)?;
+                self.query.offers(principal, item, max_age, now).await
+            }
+            "get_offer_history" => {
+                let item = args.string("item").map_err(CallError::Arguments)?;
+                let limit = args
+                    .integer("limit", 1..=100)
+                    .map_err(CallError::Arguments)?
+                    .unwrap_or(50);
+                let limit = i32::try_from(limit).unwrap_or(50);
+                self.query.history(principal, item, None, limit).await
+            }
+            "get_observation" => {
+                let id = args
+                    .string("observation_id")
+                    .map_err(CallError::Arguments)?;
+                self.query.observation(principal, id).await
+            }
+            other => return Err(CallError::UnknownTool(other.to_owned())),
+        };
+        result.map_err(CallError::Query)
+    }
+}
+
+enum CallError {
+    UnknownTool(String),
+    Arguments(String),
+    Query(QueryError),
+}
+
+impl ServerHandler for OfferTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("feedsafe-offers", env!("CARGO_PKG_VERSION"))
+                    .with_title("Supplier offers with provenance"),
+            )
+            .with_instructions(format!(
+                "Current offers, offer history and single observations of supplier price and \
+                 stock feeds, each with its provenance, trust and freshness. {CAVEAT}"
+            ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        let principal = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())
+            .cloned()
+            .ok_or_else(|| ErrorData::internal_error("no principal on the request", None))?;
+        let args = Arguments(request.arguments.unwrap_or_default());
+        let result = match self.call(&principal, &request.name, &args).await {
+            Ok(body) => {
+                let mut result = CallToolResult::structured(body.clone());
+                result.content = vec![ContentBlock::text(summary(&request.name, &body))];
+                result
+            }
+            Err(CallError::UnknownTool(name)) => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {name:?}; the tools are get_current_offers, get_offer_history and get_observation"),
+                    None,
+                ))
+            }
+            Err(CallError::Arguments(message)) | Err(CallError::Query(QueryError::InvalidRequest(message))) => {
+                CallToolResult::error(vec![ContentBlock::text(format!("invalid arguments: {message}"))])
+            }
+            Err(CallError::Query(QueryError::NotFound(message))) => {
+                CallToolResult::error(vec![ContentBlock::text(format!("not found: {message}"))])
+            }
+            Err(CallError::Query(QueryError::Store(e))) => {
+                tracing::error!(error = %e, tool = %request.name, "an MCP tool's read failed");
+                return Err(ErrorData::internal_error("the evidence store could not be read; try again", None));
+            }
+        };
+        Ok(result.into())
+    }
+}

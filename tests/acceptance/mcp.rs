@@ -1,0 +1,406 @@
+//! The MCP endpoint for buying agents (issue 13): `POST /v1/mcp` on the query function, through
+//! the deployed entry point (an API Gateway event with the JWT authorizer's claims) and through
+//! the transport-independent handler, on DynamoDB Local and moto. The reference Python client
+//! runs against the local stack in `scripts/check-durability`.
+
+use crate::read_path::{apply, scenario, Stored};
+use acceptance::*;
+use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::protocols::http::{handle_read, HttpRequest};
+use feedsafe::protocols::mcp::{handle_mcp, McpRequest};
+use feedsafe::protocols::query::{Principal, QueryService};
+use serde_json::{json, Value};
+
+const PROTOCOL: &str = "2025-06-18";
+
+fn rpc(principal: Option<Principal>, method: &str, params: Value) -> McpRequest {
+    let mut message = json!({"jsonrpc": "2.0", "id": 7, "method": method});
+    if !params.is_null() {
+        message["params"] = params;
+    }
+    McpRequest {
+        method: "POST".into(),
+        headers: vec![
+            ("host".into(), "api.example.com".into()),
+            ("content-type".into(), "application/json".into()),
+            (
+                "accept".into(),
+                "application/json, text/event-stream".into(),
+            ),
+            ("mcp-protocol-version".into(), PROTOCOL.into()),
+        ],
+        body: message.to_string().into_bytes(),
+        principal,
+    }
+}
+
+/// The JSON-RPC result of one call (panics on a transport or JSON-RPC error).
+async fn call(service: &QueryService, principal: &Principal, method: &str, params: Value) -> Value {
+    let response = handle_mcp(service, rpc(Some(principal.clone()), method, params)).await;
+    assert_eq!(response.status, 200, "{method}: {}", response.body);
+    let answer: Value = serde_json::from_str(&response.body).expect("a JSON answer");
+    assert!(answer["error"].is_null(), "{method}: {answer}");
+    answer["result"].clone()
+}
+
+async fn tool(service: &QueryService, principal: &Principal, name: &str, args: Value) -> Value {
+    call(
+        service,
+        principal,
+        "tools/call",
+        json!({"name": name, "arguments": args}),
+    )
+    .await
+}
+
+fn get(path: &str, query: &[(&str, &str)], principal: &Principal) -> HttpRequest {
+    HttpRequest {
+        method: "GET".into(),
+        path: path.into(),
+        query: query
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        principal: Some(principal.clone()),
+    }
+}
+
+/// What an answer says about its observations, without what depends on the clock.
+fn claims(body: &Value, list: &str) -> Vec<Value> {
+    body[list]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut o| {
+            o.as_object_mut().map(|m| m.remove("freshness"));
+            o
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is() {
+    let env = spawn_env(true).await;
+    apply(&env.projector(), &scenario(&env).await).await;
+    let service = env.query();
+    let reader = env.reader();
+
+    let init = call(
+        &service,
+        &reader,
+        "initialize",
+        json!({"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "acceptance", "version": "1"}}),
+    )
+    .await;
+    assert_eq!(init["serverInfo"]["name"], "feedsafe-offers", "{init}");
+    assert!(init["capabilities"]["tools"].is_object(), "{init}");
+    assert!(
+        init["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("not verified"),
+        "{init}"
+    );
+
+    let listed = call(&service, &reader, "tools/list", json!({})).await;
+    let tools = listed["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["get_current_offers", "get_offer_history", "get_observation"]
+    );
+    for t in tools {
+        let description = t["description"].as_str().unwrap();
+        assert!(
+            description.contains("not verified") && description.contains("never refreshes"),
+            "{description}"
+        );
+        assert_eq!(t["annotations"]["readOnlyHint"], true, "{t}");
+        assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+    }
+
+    // Current offers: the REST body, as structured content, and a summary to quote.
+    let now = Timestamp::now();
+    let offers = tool(
+        &service,
+        &reader,
+        "get_current_offers",
+        json!({"item": "AX-440-R2", "max_age_seconds": 1}),
+    )
+    .await;
+    assert_ne!(offers["isError"], true, "{offers}");
+    let rest = handle_read(
+        &service,
+        get(
+            "/v1/items/AX-440-R2/offers",
+            &[("max_age_seconds", "1")],
+            &reader,
+        ),
+        now,
+    )
+    .await;
+    let rest: Value = serde_json::from_str(&rest.body).unwrap();
+    let structured = &offers["structuredContent"];
+    assert_eq!(claims(structured, "offers"), claims(&rest, "offers"));
+    assert_eq!(
+        structured["freshness_gaps"].as_array().map(Vec::len),
+        Some(2),
+        "both sources are older than a second: each gap is named"
+    );
+    for o in structured["offers"].as_array().unwrap() {
+        for field in [
+            "observed_at",
+            "retrieved_at",
+            "connector",
+            "source_account",
+            "delivery_key",
+            "claim",
+            "verification",
+            "identity_strength",
+            "dedup_confidence",
+        ] {
+            assert!(!o[field].is_null(), "{field} in {o}");
+        }
+        assert_eq!(o["freshness"]["stale"], true, "{o}");
+    }
+    let acme = structured["offers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["connector"] == "acme-eu")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (acme["quantity"].as_u64(), acme["observed_at"].as_str()),
+        (Some(4), Some("2026-11-29T09:00:00Z"))
+    );
+    let text = offers["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("quantity 4")
+            && text.contains("2026-11-29T09:00:00Z")
+            && text.contains("unverified")
+            && text.contains("Freshness gap"),
+        "{text}"
+    );
+
+    // History: newest first, superseded marked, the REST body.
+    let history = tool(
+        &service,
+        &reader,
+        "get_offer_history",
+        json!({"item": "AX-440-R2"}),
+    )
+    .await;
+    let rest = handle_read(
+        &service,
+        get("/v1/items/AX-440-R2/observations", &[], &reader),
+        Timestamp::now(),
+    )
+    .await;
+    let rest: Value = serde_json::from_str(&rest.body).unwrap();
+    assert_eq!(history["structuredContent"], rest);
+    let acme_quantities: Vec<u64> = rest["observations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["connector"] == "acme-eu")
+        .map(|o| o["quantity"].as_u64().unwrap())
+        .collect();
+    assert_eq!(acme_quantities, [4, 6, 9], "by observed_at, newest first");
+
+    // One observation, with its provenance.
+    let id = acme["observation_id"].as_str().unwrap();
+    let observation = tool(
+        &service,
+        &reader,
+        "get_observation",
+        json!({"observation_id": id}),
+    )
+    .await;
+    let rest = handle_read(
+        &service,
+        get(&format!("/v1/observations/{id}"), &[], &reader),
+        Timestamp::now(),
+    )
+    .await;
+    assert_eq!(
+        observation["structuredContent"],
+        serde_json::from_str::<Value>(&rest.body).unwrap()
+    );
+
+    // Arguments an agent got wrong: a tool error it can read, not a protocol error.
+    for (name, args, says) in [
+        ("get_current_offers", json!({}), "item is required"),
+        (
+            "get_current_offers",
+            json!({"item": "AX-440-R2", "max_age_seconds": -1}),
+            "max_age_seconds must be",
+        ),
+        (
+            "get_offer_history",
+            json!({"item": "AX-440-R2", "limit": 500}),
+            "limit must be",
+        ),
+        (
+            "get_observation",
+            json!({"observation_id": "obs_nope"}),
+            "not found",
+        ),
+    ] {
+        let result = tool(&service, &reader, name, args).await;
+        assert_eq!(result["isError"], true, "{name}: {result}");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(says), "{name}: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hundred_tool_calls_change_no_item_no_queue_and_no_object() {
+    let env = spawn_env(true).await;
+    apply(&env.projector(), &scenario(&env).await).await;
+    let before = Stored::of(&env).await;
+    let any_observation = env
+        .observations()
+        .await
+        .remove(0)
+        .observation_id
+        .to_string();
+
+    let service = env.query();
+    let reader = env.reader();
+    let calls = [
+        ("get_current_offers", json!({"item": "AX-440-R2"})),
+        (
+            "get_current_offers",
+            json!({"item": "AX-440-R2", "max_age_seconds": 1}),
+        ),
+        ("get_offer_history", json!({"item": "BX-1", "limit": 2})),
+        ("get_current_offers", json!({"item": "NOPE-1"})),
+        (
+            "get_observation",
+            json!({"observation_id": any_observation}),
+        ),
+    ];
+    for i in 0..100 {
+        let (name, args) = &calls[i % calls.len()];
+        let result = tool(&service, &reader, name, args.clone()).await;
+        assert_ne!(result["isError"], true, "{name}: {result}");
+    }
+
+    Stored::of(&env).await.assert_unchanged_since(&before);
+}
+
+/// An API Gateway HTTP API event for `POST /v1/mcp`, the JWT authorizer's claims as given.
+fn mcp_event(claims: Option<Value>, message: &Value) -> ApiGatewayV2httpRequest {
+    let mut event = json!({
+        "version": "2.0",
+        "routeKey": "POST /v1/mcp",
+        "rawPath": "/v1/mcp",
+        "rawQueryString": "",
+        "headers": {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": PROTOCOL,
+            "host": "api.example.com"
+        },
+        "requestContext": {
+            "http": {"method": "POST", "path": "/v1/mcp", "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "test"},
+            "requestId": "r-1", "routeKey": "POST /v1/mcp", "stage": "$default",
+            "accountId": "123456789012", "apiId": "api", "domainName": "api.example.com", "domainPrefix": "api",
+            "time": "01/Dec/2026:00:00:00 +0000", "timeEpoch": 0
+        },
+        "body": message.to_string(),
+        "isBase64Encoded": false
+    });
+    if let Some(claims) = claims {
+        event["requestContext"]["authorizer"] = json!({"jwt": {"claims": claims, "scopes": null}});
+    }
+    serde_json::from_value(event).expect("an API Gateway event")
+}
+
+fn answer(response: &ApiGatewayV2httpResponse) -> Value {
+    match &response.body {
+        Some(aws_lambda_events::encodings::Body::Text(text)) => {
+            serde_json::from_str(text).unwrap_or(Value::Null)
+        }
+        _ => Value::Null,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_entry_point_refuses_a_missing_token_and_shows_another_tenant_nothing() {
+    let env = spawn_env(true).await;
+    apply(&env.projector(), &scenario(&env).await).await;
+    let service = env.query();
+    let id = env
+        .observations()
+        .await
+        .remove(0)
+        .observation_id
+        .to_string();
+    let offers = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "get_current_offers", "arguments": {"item": "AX-440-R2"}}});
+    let read = |claims: Option<Value>, message: &Value| {
+        let event = mcp_event(claims, message);
+        let service = &service;
+        async move { feedsafe::lambda::apigw::handle_apigw_read(service, event).await }
+    };
+
+    // The deployed path works: this tenant's reader gets its offers.
+    let ok = read(
+        Some(json!({"tenant": TENANT, "scope": "offers:read"})),
+        &offers,
+    )
+    .await;
+    assert_eq!(ok.status_code, 200, "{:?}", ok.body);
+    let body = answer(&ok);
+    assert_eq!(
+        body["result"]["structuredContent"]["offers"]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "{body}"
+    );
+
+    // No token: refused before any tool runs, with the read routes' codes.
+    let none = read(None, &offers).await;
+    assert_eq!(
+        (none.status_code, answer(&none)["error"]["code"].clone()),
+        (401, json!("unauthorized"))
+    );
+    // A token without offers:read.
+    let ops_only = read(
+        Some(json!({"tenant": TENANT, "scope": "ops:write"})),
+        &offers,
+    )
+    .await;
+    assert_eq!(
+        (
+            ops_only.status_code,
+            answer(&ops_only)["error"]["code"].clone()
+        ),
+        (403, json!("forbidden"))
+    );
+
+    // A reader of another tenant: the tenant is the token's, so it sees nothing of this one's.
+    let other = Some(json!({"tenant": "other-tenant", "scope": "offers:read"}));
+    let theirs = answer(&read(other.clone(), &offers).await);
+    assert_eq!(
+        theirs["result"]["structuredContent"]["offers"],
+        json!([]),
+        "{theirs}"
+    );
+    let observation = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "get_observation", "arguments": {"observation_id": id}}});
+    let theirs = answer(&read(other, &observation).await);
+    assert_eq!(theirs["result"]["isError"], true, "{theirs}");
+    assert!(
+        theirs["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("not found"),
+        "{theirs}"
+    );
+}
