@@ -12,6 +12,7 @@ mod hardening;
 mod ingest;
 mod intake;
 mod mcp;
+mod mcp_client;
 mod model_test;
 mod ops;
 mod projection;

@@ -66,6 +66,28 @@ fn get(path: &str, query: &[(&str, &str)], principal: &Principal) -> HttpRequest
     }
 }
 
+/// The current offer of `connector` in a `get_current_offers` body.
+pub(crate) fn offer_of(body: &Value, connector: &str) -> Value {
+    body["offers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|o| o["connector"] == connector)
+        .cloned()
+        .unwrap_or_else(|| panic!("no offer of {connector} in {body}"))
+}
+
+/// The quantities of `connector`'s claims in a `get_offer_history` body, in its order.
+pub(crate) fn quantities_of(body: &Value, connector: &str) -> Vec<u64> {
+    body["observations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["connector"] == connector)
+        .filter_map(|o| o["quantity"].as_u64())
+        .collect()
+}
+
 /// What an answer says about its observations, without what depends on the clock.
 fn claims(body: &Value, list: &str) -> Vec<Value> {
     body[list]
@@ -165,13 +187,7 @@ async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is
         }
         assert_eq!(o["freshness"]["stale"], true, "{o}");
     }
-    let acme = structured["offers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["connector"] == "acme-eu")
-        .unwrap()
-        .clone();
+    let acme = offer_of(structured, "acme-eu");
     assert_eq!(
         (acme["quantity"].as_u64(), acme["observed_at"].as_str()),
         (Some(4), Some("2026-11-29T09:00:00Z"))
@@ -201,14 +217,11 @@ async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is
     .await;
     let rest: Value = serde_json::from_str(&rest.body).unwrap();
     assert_eq!(history["structuredContent"], rest);
-    let acme_quantities: Vec<u64> = rest["observations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|o| o["connector"] == "acme-eu")
-        .map(|o| o["quantity"].as_u64().unwrap())
-        .collect();
-    assert_eq!(acme_quantities, [4, 6, 9], "by observed_at, newest first");
+    assert_eq!(
+        quantities_of(&rest, "acme-eu"),
+        [4, 6, 9],
+        "by observed_at, newest first"
+    );
 
     // One observation, with its provenance.
     let id = acme["observation_id"].as_str().unwrap();
@@ -293,7 +306,12 @@ async fn a_hundred_tool_calls_change_no_item_no_queue_and_no_object() {
 }
 
 /// An API Gateway HTTP API event for `POST /v1/mcp`, the JWT authorizer's claims as given.
-fn mcp_event(claims: Option<Value>, message: &Value) -> ApiGatewayV2httpRequest {
+/// `headers` are added to (or replace) a client's usual ones.
+pub(crate) fn mcp_event(
+    claims: Option<Value>,
+    headers: &[(String, String)],
+    message: &Value,
+) -> ApiGatewayV2httpRequest {
     let mut event = json!({
         "version": "2.0",
         "routeKey": "POST /v1/mcp",
@@ -302,7 +320,6 @@ fn mcp_event(claims: Option<Value>, message: &Value) -> ApiGatewayV2httpRequest 
         "headers": {
             "content-type": "application/json",
             "accept": "application/json, text/event-stream",
-            "mcp-protocol-version": PROTOCOL,
             "host": "api.example.com"
         },
         "requestContext": {
@@ -314,13 +331,16 @@ fn mcp_event(claims: Option<Value>, message: &Value) -> ApiGatewayV2httpRequest 
         "body": message.to_string(),
         "isBase64Encoded": false
     });
+    for (name, value) in headers {
+        event["headers"][name.to_ascii_lowercase()] = json!(value);
+    }
     if let Some(claims) = claims {
         event["requestContext"]["authorizer"] = json!({"jwt": {"claims": claims, "scopes": null}});
     }
     serde_json::from_value(event).expect("an API Gateway event")
 }
 
-fn answer(response: &ApiGatewayV2httpResponse) -> Value {
+pub(crate) fn answer(response: &ApiGatewayV2httpResponse) -> Value {
     match &response.body {
         Some(aws_lambda_events::encodings::Body::Text(text)) => {
             serde_json::from_str(text).unwrap_or(Value::Null)
@@ -343,7 +363,11 @@ async fn the_entry_point_refuses_a_missing_token_and_shows_another_tenant_nothin
     let offers = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "get_current_offers", "arguments": {"item": "AX-440-R2"}}});
     let read = |claims: Option<Value>, message: &Value| {
-        let event = mcp_event(claims, message);
+        let event = mcp_event(
+            claims,
+            &[("mcp-protocol-version".into(), PROTOCOL.into())],
+            message,
+        );
         let service = &service;
         async move { feedsafe::lambda::apigw::handle_apigw_read(service, event).await }
     };
@@ -403,4 +427,50 @@ async fn the_entry_point_refuses_a_missing_token_and_shows_another_tenant_nothin
             .contains("not found"),
         "{theirs}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_transports_refusals_come_in_the_contracts_error_shape() {
+    let env = spawn_env(false).await;
+    let service = env.query();
+    let reader = env.reader();
+    let cases = [
+        (
+            "text/html",
+            "application/json",
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#.to_vec(),
+            406,
+        ),
+        (
+            "application/json, text/event-stream",
+            "text/plain",
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#.to_vec(),
+            415,
+        ),
+    ];
+    for (accept, content_type, body, status) in cases {
+        let mut request = rpc(Some(reader.clone()), "tools/list", Value::Null);
+        request
+            .headers
+            .retain(|(name, _)| name != "accept" && name != "content-type");
+        request.headers.push(("accept".into(), accept.into()));
+        request
+            .headers
+            .push(("content-type".into(), content_type.into()));
+        request.body = body;
+        let response = handle_mcp(&service, request).await;
+        let answer: Value = serde_json::from_str(&response.body).expect("a JSON body");
+        assert_eq!(
+            (response.status, answer["error"]["code"].as_str()),
+            (status, Some("invalid_request")),
+            "accept {accept}, content-type {content_type}: {answer}"
+        );
+        assert!(
+            !answer["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty(),
+            "{answer}"
+        );
+    }
 }

@@ -94,12 +94,24 @@ pub async fn handle_mcp(service: &QueryService, request: McpRequest) -> HttpResp
     if streamed {
         // Only a handler that sends notifications before its answer streams; these tools do not.
         tracing::error!(status, "the MCP layer answered with an event stream");
-        return HttpResponse::error(500, "internal", "the MCP endpoint could not answer in JSON");
+        return HttpResponse::error(
+            503,
+            "unavailable",
+            "the MCP endpoint could not answer in JSON; try again",
+        );
     }
-    HttpResponse {
-        status,
-        body: String::from_utf8_lossy(&body).into_owned(),
+    let body = String::from_utf8_lossy(&body).into_owned();
+    if status >= 400 && serde_json::from_str::<Value>(&body).is_err() {
+        // The transport's own refusals (no JSON accepted, not a JSON body, no Host, a bad
+        // protocol version) come as text: in the contract's error shape, with its message.
+        let code = match status {
+            405 => "method_not_allowed",
+            500.. => "unavailable",
+            _ => "invalid_request",
+        };
+        return HttpResponse::error(status, code, body.trim());
     }
+    HttpResponse { status, body }
 }
 
 /// The tools: a query service and nothing else (no writer, no queue, no pull).
