@@ -3,7 +3,7 @@
 //! the transport-independent handler, on DynamoDB Local and moto. The reference Python client
 //! runs against the local stack in `scripts/check-durability`.
 
-use crate::read_path::{apply, scenario, Stored};
+use crate::read_path::{projected_scenario, Stored};
 use acceptance::*;
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use feedsafe::domain::timestamp::Timestamp;
@@ -104,8 +104,7 @@ fn claims(body: &Value, list: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is() {
-    let env = spawn_env(true).await;
-    apply(&env.projector(), &scenario(&env).await).await;
+    let env = projected_scenario().await;
     let service = env.query();
     let reader = env.reader();
 
@@ -271,8 +270,7 @@ async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hundred_tool_calls_change_no_item_no_queue_and_no_object() {
-    let env = spawn_env(true).await;
-    apply(&env.projector(), &scenario(&env).await).await;
+    let env = projected_scenario().await;
     let before = Stored::of(&env).await;
     let any_observation = env
         .observations()
@@ -351,8 +349,7 @@ pub(crate) fn answer(response: &ApiGatewayV2httpResponse) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_entry_point_refuses_a_missing_token_and_shows_another_tenant_nothing() {
-    let env = spawn_env(true).await;
-    apply(&env.projector(), &scenario(&env).await).await;
+    let env = projected_scenario().await;
     let service = env.query();
     let id = env
         .observations()

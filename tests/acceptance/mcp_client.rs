@@ -4,7 +4,7 @@
 //! function's entry point, so the client talks to exactly what Lambda runs.
 
 use crate::mcp::{answer, mcp_event, offer_of, quantities_of};
-use crate::read_path::{apply, scenario, Stored};
+use crate::read_path::{projected_scenario, Stored};
 use acceptance::*;
 use feedsafe::protocols::query::QueryService;
 use rmcp::model::{CallToolRequestParams, ClientJsonRpcMessage, JsonObject};
@@ -97,8 +97,7 @@ fn arguments(value: Value) -> JsonObject {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_rmcp_client_lists_three_tools_and_reads_offers_with_provenance() {
-    let env = spawn_env(true).await;
-    apply(&env.projector(), &scenario(&env).await).await;
+    let env = projected_scenario().await;
     let before = Stored::of(&env).await;
     let http = ThroughTheEntryPoint {
         service: Arc::new(env.query()),

@@ -98,6 +98,14 @@ pub(crate) async fn scenario(env: &TestEnv) -> Vec<StreamRecordImages> {
     records
 }
 
+/// An environment with `scenario` stored and projected, as the read tests start.
+pub(crate) async fn projected_scenario() -> TestEnv {
+    let env = spawn_env(true).await;
+    let records = scenario(&env).await;
+    apply(&env.projector(), &records).await;
+    env
+}
+
 /// Applies the records in stream batches of 100, as the event source hands them over.
 pub(crate) async fn apply(projector: &Projector, records: &[StreamRecordImages]) {
     for batch in records.chunks(100) {
@@ -218,9 +226,7 @@ fn get(path: &str, query: &[(&str, &str)], env: &TestEnv) -> HttpRequest {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hundred_reads_change_no_item_no_queue_and_no_object() {
-    let env = spawn_env(true).await;
-    let records = scenario(&env).await;
-    apply(&env.projector(), &records).await;
+    let env = projected_scenario().await;
     let before = Stored::of(&env).await;
     let any_observation = env
         .observations()
@@ -283,9 +289,7 @@ impl Stored {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn responses_carry_provenance_trust_and_freshness_and_name_the_gap() {
-    let env = spawn_env(true).await;
-    let records = scenario(&env).await;
-    apply(&env.projector(), &records).await;
+    let env = projected_scenario().await;
     let service = env.query();
     let now = Timestamp::now();
 
