@@ -17,10 +17,13 @@ pub const DEFAULT_PACKAGING_UNIT: &str = "each";
 pub const DEFAULT_CONDITION: &str = "new";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid item {field}: {reason}")]
+#[error("invalid item {field}{}: {reason}", .value.as_deref().map(|v| format!(" {v:?}")).unwrap_or_default())]
 pub struct ItemError {
     pub field: &'static str,
     pub reason: &'static str,
+    /// The refused text (its first 64 characters), when showing it helps the operator find the
+    /// row: it is the supplier's, untrusted, and quoted (escaped) in the message.
+    pub value: Option<String>,
 }
 
 fn component(field: &'static str, raw: &str, upper: bool) -> Result<String, ItemError> {
@@ -29,12 +32,14 @@ fn component(field: &'static str, raw: &str, upper: bool) -> Result<String, Item
         return Err(ItemError {
             field,
             reason: "empty",
+            value: None,
         });
     }
     if text.len() > 96 {
         return Err(ItemError {
             field,
             reason: "longer than 96 characters",
+            value: None,
         });
     }
     // '~' separates components in the item key; '/' would break the URL path.
@@ -45,6 +50,7 @@ fn component(field: &'static str, raw: &str, upper: bool) -> Result<String, Item
         return Err(ItemError {
             field,
             reason: "only letters, digits and - _ . + # are allowed",
+            value: Some(text.chars().take(64).collect()),
         });
     }
     Ok(if upper {
@@ -100,12 +106,14 @@ impl CanonicalItem {
                 let rev = rev.strip_prefix('r').ok_or(ItemError {
                     field: "revision",
                     reason: "must start with r",
+                    value: None,
                 })?;
                 Self::new(part, Some(rev), Some(unit), Some(condition))
             }
             _ => Err(ItemError {
                 field: "key",
                 reason: "expected PART[~rREV]~unit~condition",
+                value: None,
             }),
         }
     }
@@ -120,6 +128,29 @@ impl fmt::Display for CanonicalItem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_part_number_is_quoted_escaped_and_clipped_in_the_message() {
+        let sku = "<script>alert(\"x\")</script>\n".to_owned() + &"A".repeat(40);
+        let message = CanonicalItem::new(&sku, None, None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with(r#"invalid item part number "<script>alert(\"x\")</script>\n"#),
+            "{message}"
+        );
+        assert!(message.ends_with(": only letters, digits and - _ . + # are allowed"));
+        assert!(
+            !message.contains(&"A".repeat(40)),
+            "clipped to 64 characters: {message}"
+        );
+        assert_eq!(
+            CanonicalItem::new("", None, None, None)
+                .unwrap_err()
+                .to_string(),
+            "invalid item part number: empty"
+        );
+    }
 
     #[test]
     fn key_round_trips_and_defaults_apply() {
