@@ -28,6 +28,9 @@ enum Access {
     Ops,
     /// Open at the gateway; the function verifies the Standard Webhooks signature.
     Signed,
+    /// Open at the gateway and holding no data: the operator console's static page and assets
+    /// (every call the page makes needs an operator token).
+    Console,
 }
 
 /// Every HTTP route of the external contract (DESIGN.md section 7, with the ops routes' artifact
@@ -67,6 +70,10 @@ const ROUTES: &[(&str, &str, Access)] = &[
         Access::Ops,
     ),
     ("POST", "/v1/connectors/{id}/runs", Access::Ops),
+    ("GET", "/v1/connectors", Access::Ops),
+    ("GET", "/v1/items/{item}/timeline", Access::Ops),
+    ("GET", "/console", Access::Console),
+    ("GET", "/console/{asset}", Access::Console),
 ];
 
 const HTTP_METHODS: [&str; 7] = ["get", "put", "post", "delete", "options", "head", "patch"];
@@ -262,6 +269,13 @@ fn openapi_documents_exactly_the_contract_routes() {
             Access::Reader => ("readerJwt", vec!["offers:read".to_owned()]),
             Access::Ops => ("opsJwt", vec!["ops:write".to_owned()]),
             Access::Signed => ("webhookSignature", vec![]),
+            Access::Console => {
+                assert!(
+                    security.is_empty(),
+                    "{method} {path}: security {security:?}"
+                );
+                continue;
+            }
         };
         assert_eq!(
             security,
@@ -389,6 +403,7 @@ fn template_routes_serve_exactly_the_contract_routes() {
             ),
             Access::Ops => ("OpsAuthorizer", vec!["ops:write".into()], "OpsFunction"),
             Access::Signed => ("NONE", vec![], "WebhookFunction"),
+            Access::Console => ("NONE", vec![], "OpsFunction"),
         };
         assert_eq!(
             route.authorizer.as_deref(),

@@ -3,6 +3,7 @@
 
 mod async_invoke;
 mod bad_input;
+mod console;
 mod contract;
 mod corrections;
 mod crash_matrix;

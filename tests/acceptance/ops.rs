@@ -11,30 +11,15 @@ use local_stack::{sample_connectors, Stack};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-const READER: &str = "local-reader-demo-token";
-const OPERATOR: &str = "local-operator-demo-token";
+const READER: &str = LOCAL_READER;
+const OPERATOR: &str = LOCAL_OPERATOR;
 /// An operator of another tenant (written to this test's own tokens file).
 const OTHER_OPERATOR: &str = "ops-test-other-tenant-operator";
 const KEY: &str = "demo/acme-eu/ACC-1/EXP-8821/2";
 const CORRECTED: &str = "demo/acme-eu/ACC-1/EXP-8821/2-corrected";
 
 async fn stack(env: &TestEnv) -> Stack {
-    let tokens = std::env::temp_dir().join(format!(
-        "feedsafe-ops-tokens-{}-{}.json",
-        std::process::id(),
-        env.table
-    ));
-    std::fs::write(
-        &tokens,
-        json!({"tokens": {
-            READER: {"tenant": "demo", "scopes": ["offers:read"]},
-            OPERATOR: {"tenant": "demo", "scopes": ["offers:read", "ops:write"]},
-            OTHER_OPERATOR: {"tenant": "other", "scopes": ["offers:read", "ops:write"]},
-        }})
-        .to_string(),
-    )
-    .unwrap();
-    spawn_stack(env, Some(tokens)).await
+    spawn_stack_with_other_tenant(env, OTHER_OPERATOR).await
 }
 
 /// The open quarantine list once it holds exactly one entry.

@@ -17,6 +17,34 @@ pub async fn spawn_stack(
     .await
 }
 
+/// The local sample tokens (`infra/local/tokens.json`): a reader and an operator of `demo`.
+pub const LOCAL_READER: &str = "local-reader-demo-token";
+pub const LOCAL_OPERATOR: &str = "local-operator-demo-token";
+
+/// `spawn_stack` whose tokens are the local reader and operator of `demo` and
+/// `other_operator`, an operator (and reader) of the tenant `other`: for tenant isolation.
+pub async fn spawn_stack_with_other_tenant(
+    env: &TestEnv,
+    other_operator: &str,
+) -> local_stack::Stack {
+    let tokens = std::env::temp_dir().join(format!(
+        "feedsafe-tokens-{}-{}.json",
+        std::process::id(),
+        env.table
+    ));
+    std::fs::write(
+        &tokens,
+        serde_json::json!({"tokens": {
+            LOCAL_READER: {"tenant": "demo", "scopes": ["offers:read"]},
+            LOCAL_OPERATOR: {"tenant": "demo", "scopes": ["offers:read", "ops:write"]},
+            other_operator: {"tenant": "other", "scopes": ["offers:read", "ops:write"]},
+        }})
+        .to_string(),
+    )
+    .expect("the test's tokens file is written");
+    spawn_stack(env, Some(tokens)).await
+}
+
 /// `spawn_stack` with the options changed by `adjust` first.
 pub async fn spawn_stack_with(
     env: &TestEnv,

@@ -1,9 +1,10 @@
 //! Ops Lambda: HTTP API (payload 2.0, ops JWT authorizer, scope `ops:write`) ->
 //! `feedsafe::lambda::apigw::handle_apigw_ops`. Delivery status, runs, quarantine review and
 //! resolution, identity corrections, source quarantines, pull runs and presigned raw-artifact
-//! links.
+//! links; and the operator console (`GET /console`, static, no authorizer) with its connectors
+//! and item-timeline views, which read the projection.
 //!
-//! Environment: `EVIDENCE_TABLE`, `RAW_BUCKET`, `INGEST_QUEUE_URL` (accepted quarantined payloads
+//! Environment: `EVIDENCE_TABLE`, `PROJECTION_TABLE` (read only), `RAW_BUCKET`, `INGEST_QUEUE_URL` (accepted quarantined payloads
 //! are enqueued there), `POLLER_FUNCTION` (a pull run is started by invoking it asynchronously),
 //! optional `S3_FORCE_PATH_STYLE`.
 
@@ -11,6 +12,7 @@ mod launcher;
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
+use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
 use feedsafe::aws::AwsClients;
 use feedsafe::intake::poller::{HttpExportSource, PullService};
@@ -27,6 +29,7 @@ use std::time::Duration;
 async fn main() -> Result<(), Error> {
     init_tracing();
     let evidence_table = required(EVIDENCE_TABLE)?;
+    let projection_table = required("PROJECTION_TABLE")?;
     let raw_bucket = required(RAW_BUCKET)?;
     let queue_url = required("INGEST_QUEUE_URL")?;
     let poller = required("POLLER_FUNCTION")?;
@@ -62,7 +65,11 @@ async fn main() -> Result<(), Error> {
             launcher: Arc::new(launcher::PollerInvoker::from_env(poller).await),
         }),
         clock,
-    );
+    )
+    .with_read_model(Arc::new(DynamoProjectionStore::new(
+        clients.dynamodb.clone(),
+        projection_table,
+    )));
     let service = &service;
     run(service_fn(
         move |event: LambdaEvent<ApiGatewayV2httpRequest>| async move {

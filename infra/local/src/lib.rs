@@ -332,16 +332,19 @@ pub async fn start_stack(
         clock.clone(),
     ));
     let (launcher, launches) = tokio::sync::mpsc::unbounded_channel();
-    let ops = Arc::new(OpsService::new(
-        evidence.clone(),
-        RawArchive::new(clients.s3.clone(), &bucket),
-        queue.clone(),
-        Some(feedsafe::ops::PullStarter {
-            service: pull.clone(),
-            launcher: Arc::new(schedule::LocalPullLauncher(launcher)),
-        }),
-        clock.clone(),
-    ));
+    let ops = Arc::new(
+        OpsService::new(
+            evidence.clone(),
+            RawArchive::new(clients.s3.clone(), &bucket),
+            queue.clone(),
+            Some(feedsafe::ops::PullStarter {
+                service: pull.clone(),
+                launcher: Arc::new(schedule::LocalPullLauncher(launcher)),
+            }),
+            clock.clone(),
+        )
+        .with_read_model(projection.clone()),
+    );
     let services = Services {
         evidence: evidence.clone(),
         ingest: IngestService::new(

@@ -6,7 +6,7 @@
 //! | observation  | `OBS#{observation_id}` | `OBS`    | `ITEM#{tenant}#{item}`, `{observed}#{id}` |                                |
 //! | run          | `RUN#{run_id}`         | `RUN`    |                                        |                                  |
 //! | quarantine   | `QUAR#{id}`            | `QUAR`   |                                        | `QUARANTINE#{tenant}`, `{at}#{id}` |
-//! | connector    | `CONNECTOR#{id}`       | `CONFIG` |                                        |                                  |
+//! | connector    | `CONNECTOR#{id}`       | `CONFIG` |                                        | `CONNECTORS#{tenant}`, `{id}`    |
 
 use crate::domain::connector::{ConnectorConfig, ConnectorConfigError};
 use crate::domain::fingerprint::Fingerprint;
@@ -100,6 +100,9 @@ pub fn item_history_pk(tenant: &str, item: &str) -> String {
 }
 pub fn quarantine_list_pk(tenant: &str) -> String {
     format!("QUARANTINE#{tenant}")
+}
+pub fn connector_list_pk(tenant: &str) -> String {
+    format!("CONNECTORS#{tenant}")
 }
 
 pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
@@ -220,13 +223,21 @@ pub fn quarantine_item(entry: &QuarantineEntry) -> Result<Item, StoreError> {
 }
 
 /// The item of a connector. It only encodes: `DynamoEvidenceStore::put_connector` validates.
+/// The item of a connector, listed under its tenant in GSI2 (`CONNECTORS#{tenant}`, by id) so
+/// that the console's connectors view needs no Scan.
 pub fn connector_item(config: &ConnectorConfig) -> Result<Item, StoreError> {
-    Ok(with_keys(
+    let mut item = with_keys(
         encode(config)?,
         connector_pk(config.connector.as_str()),
         SK_CONNECTOR,
         "connector",
-    ))
+    );
+    item.insert(
+        "gsi2pk".to_owned(),
+        s(connector_list_pk(config.tenant.as_str())),
+    );
+    item.insert("gsi2sk".to_owned(), s(config.connector.as_str()));
+    Ok(item)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -343,6 +354,36 @@ impl DynamoEvidenceStore {
             .await
             .map_err(unavailable("put connector"))?;
         Ok(())
+    }
+
+    /// A tenant's connectors, by id (GSI2; no Scan). A connector stored before the listing
+    /// attributes existed is missing here until `put_connector` writes it again.
+    pub async fn connectors_of(
+        &self,
+        tenant: &crate::domain::ids::TenantId,
+    ) -> Result<Vec<ConnectorConfig>, StoreError> {
+        let mut connectors = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(GSI2)
+                .key_condition_expression("gsi2pk = :list")
+                .expression_attribute_values(":list", s(connector_list_pk(tenant.as_str())))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(unavailable("query connectors"))?;
+            for item in out.items.unwrap_or_default() {
+                connectors.push(decode(item)?);
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(connectors);
+            }
+        }
     }
 
     pub async fn run(&self, run_id: &str) -> Result<Option<Run>, StoreError> {

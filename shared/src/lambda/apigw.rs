@@ -196,7 +196,7 @@ fn webhook_request_from_apigw(
     })
 }
 
-/// An API Gateway response with the JSON body of `response`. Never cacheable
+/// An API Gateway response with the body, content type and headers of `response`. Never cacheable
 /// (`Cache-Control: no-store`): every answer carries evidence, provenance, presigned links or
 /// a tenant's state, none of which a shared cache or a browser may keep.
 fn apigw_response(response: HttpResponse) -> ApiGatewayV2httpResponse {
@@ -205,10 +205,13 @@ fn apigw_response(response: HttpResponse) -> ApiGatewayV2httpResponse {
     out.status_code = i64::from(response.status);
     out.headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
+        HeaderValue::from_static(response.content_type),
     );
     out.headers
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    for (name, value) in response.headers {
+        out.headers.insert(name, HeaderValue::from_static(value));
+    }
     out.body = Some(aws_lambda_events::encodings::Body::Text(response.body));
     out
 }

@@ -23,6 +23,9 @@
 //! | `GET /v1/source-quarantines/{connector}` | the state and every set and lift |
 //! | `POST /v1/source-quarantines/{connector}/lift` | `operations::lift_source_quarantine` (200; 409 `not_quarantined`) |
 //! | `POST /v1/connectors/{id}/runs` | names the run from page 1, then starts the pull asynchronously (202) |
+//! | `GET /v1/connectors` | the tenant's connectors: freshness, open quarantines, source quarantine |
+//! | `GET /v1/items/{item}/timeline` | every claim about an item, current ones marked, with retrieval lag |
+//! | `GET /console`, `GET /console/{asset}` | the operator console (static; no token: its data calls need one) |
 //!
 //! Operator records are append-only: each resolution step, each correction and each source
 //! quarantine set or lift is its own record, never rewritten (`aws/corrections.rs`).
@@ -35,10 +38,12 @@
 //! Files: `routes` (the route table above, `handle_ops`), `deliveries` (deliveries, runs, pull
 //! runs and raw-artifact links), `quarantine` (review and resolution), `corrections` (identity
 //! corrections and source quarantines), `archive` (the raw bucket: reads and presigned links),
-//! `diff` (what differs between a stored payload and a quarantined one). The API Gateway entry
+//! `diff` (what differs between a stored payload and a quarantined one), `views` (the console's
+//! connectors and timeline), `console` (the console's page and assets). The API Gateway entry
 //! point is `crate::lambda::apigw::handle_apigw_ops`.
 
 mod archive;
+pub mod console;
 mod corrections;
 mod deliveries;
 mod diff;
@@ -46,10 +51,12 @@ mod quarantine;
 mod routes;
 #[cfg(test)]
 mod tests;
+mod views;
 
 pub use archive::{ArchivedObject, RawArchive};
 pub use diff::{byte_summary, json_diff, payload_diff, shown_value, JsonDiff, JsonDifference};
 pub use routes::handle_ops;
+pub use views::{ReadModel, MAX_TIMELINE_CLAIMS, MAX_TIMELINE_QUARANTINES};
 
 use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::domain::ids::{ConnectorId, TenantId};
@@ -61,6 +68,7 @@ use crate::protocols::corrections::{CorrectionError, CorrectionService};
 use crate::protocols::http::HttpResponse;
 use crate::protocols::operations::OperationError;
 use crate::protocols::ports::{Clock, ConnectorDirectory, StoreError};
+use crate::protocols::projection::ProjectionStore;
 use crate::protocols::query::Principal;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -209,6 +217,7 @@ pub struct OpsService {
     pull: Option<PullStarter>,
     clock: Arc<dyn Clock>,
     corrections: CorrectionService,
+    read_model: Option<ReadModel>,
 }
 
 fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, OpsError> {
@@ -288,7 +297,17 @@ impl OpsService {
             pull,
             clock,
             corrections,
+            read_model: None,
         }
+    }
+
+    /// The same service reading the projection too: the console's connectors and timeline
+    /// views (`views`). Without it those two routes answer 503.
+    pub fn with_read_model(mut self, projection: Arc<dyn ProjectionStore>) -> Self {
+        let query =
+            crate::protocols::query::QueryService::new(self.evidence.clone(), projection.clone());
+        self.read_model = Some(ReadModel { projection, query });
+        self
     }
 
     /// The same service with another corrections service (tests: a lagging index, a crash).

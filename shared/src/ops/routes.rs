@@ -28,6 +28,10 @@ fn segments(path: &str) -> Vec<&str> {
 
 /// Every ops route. Authentication and the `ops:write` scope are checked before anything else.
 pub async fn handle_ops(service: &OpsService, request: OpsRequest) -> HttpResponse {
+    // The console's page and assets hold no data and no secret; every call they make does.
+    if let Some(page) = super::console::serve(&request.method, &request.path) {
+        return page;
+    }
     let Some(principal) = request.principal.as_ref() else {
         return HttpResponse::error(
             401,
@@ -101,6 +105,8 @@ pub async fn handle_ops(service: &OpsService, request: OpsRequest) -> HttpRespon
                     )
                     .await
             }
+            ("GET", ["v1", "connectors"]) => service.connectors(principal).await,
+            ("GET", ["v1", "items", item, "timeline"]) => service.timeline(principal, item).await,
             ("POST", ["v1", "connectors", connector, "runs"]) => {
                 service.start_run(principal, connector).await
             }
@@ -113,7 +119,9 @@ pub async fn handle_ops(service: &OpsService, request: OpsRequest) -> HttpRespon
                 | ["v1", "quarantine"]
                 | ["v1", "quarantine", _]
                 | ["v1", "quarantine", _, "artifact"]
-                | ["v1", "observations", _, "artifact"],
+                | ["v1", "observations", _, "artifact"]
+                | ["v1", "connectors"]
+                | ["v1", "items", _, "timeline"],
             ) => return method_not_allowed("GET"),
             (_, ["v1", "identity-corrections", _] | ["v1", "source-quarantines", _]) => {
                 return method_not_allowed("GET")

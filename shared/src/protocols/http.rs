@@ -22,13 +22,25 @@ pub struct HttpRequest {
 pub struct HttpResponse {
     pub status: u16,
     pub body: String,
+    /// `application/json` for every API answer; the operator console's page and assets differ.
+    pub content_type: &'static str,
+    /// Headers beyond `Content-Type` and `Cache-Control: no-store` (the console's
+    /// Content-Security-Policy and its companions).
+    pub headers: Vec<(&'static str, &'static str)>,
 }
 
 impl HttpResponse {
     pub fn json(status: u16, body: &Value) -> Self {
+        Self::text(status, "application/json", body.to_string())
+    }
+
+    /// A body of another content type, with no extra headers.
+    pub fn text(status: u16, content_type: &'static str, body: String) -> Self {
         Self {
             status,
-            body: body.to_string(),
+            body,
+            content_type,
+            headers: Vec::new(),
         }
     }
 

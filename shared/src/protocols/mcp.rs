@@ -111,7 +111,7 @@ pub async fn handle_mcp(service: &QueryService, request: McpRequest) -> HttpResp
         };
         return HttpResponse::error(status, code, body.trim());
     }
-    HttpResponse { status, body }
+    HttpResponse::text(status, "application/json", body)
 }
 
 /// The tools: a query service and nothing else (no writer, no queue, no pull).

@@ -1,0 +1,252 @@
+//! What the operator console shows beyond the other ops routes: the tenant's connectors with
+//! their freshness, and an item's timeline of claims. Reads only.
+//!
+//! Both read the projection (the read model the query function serves), so the ops service
+//! answers them only when it was given one ([`OpsService::with_read_model`]); without it they
+//! answer 503 and say why.
+
+use super::{OpsError, OpsResult, OpsService, QuarantineResolution, MAX_DIFF_BYTES, STATUS_OPEN};
+use crate::domain::model::{QuarantineEntry, QuarantineKind, SourceRef};
+use crate::domain::normalize::normalize;
+use crate::domain::timestamp::Timestamp;
+use crate::protocols::operations::source_quarantine_view;
+use crate::protocols::projection::{ProjectionKey, ProjectionStore};
+use crate::protocols::query::{Principal, QueryError, QueryService};
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+/// A timeline lists at most this many claims (newest first); `truncated` says when there are more.
+pub const MAX_TIMELINE_CLAIMS: usize = 1_000;
+/// At most this many quarantined payloads are read to place their claims on a timeline.
+pub const MAX_TIMELINE_QUARANTINES: usize = 20;
+
+/// The read model the console's views need: the projection, and the query service over it.
+#[derive(Clone)]
+pub struct ReadModel {
+    pub projection: Arc<dyn ProjectionStore>,
+    pub query: QueryService,
+}
+
+impl From<QueryError> for OpsError {
+    fn from(e: QueryError) -> Self {
+        match e {
+            QueryError::NotFound(m) => OpsError::NotFound(m),
+            QueryError::InvalidRequest(m) => OpsError::Invalid(m),
+            QueryError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl OpsService {
+    fn read_model(&self) -> Result<&ReadModel, OpsError> {
+        self.read_model.as_ref().ok_or(OpsError::Unavailable {
+            public: "this ops function has no read model wired; the console's connectors and timeline views are unavailable",
+            internal: "no ReadModel wired into the ops service".into(),
+        })
+    }
+
+    /// `GET /v1/connectors`: every connector of the tenant with its newest current claim (the
+    /// freshness a reader would see), its open quarantine entries and its source quarantine.
+    pub(super) async fn connectors(&self, principal: &Principal) -> OpsResult {
+        let model = self.read_model()?;
+        let now = self.clock.now();
+        let quarantine = self
+            .evidence
+            .quarantine_list_with_resolution::<QuarantineResolution>(&principal.tenant)
+            .await?;
+        let configs = self.evidence.connectors_of(&principal.tenant).await?;
+        let views = configs.into_iter().map(|config| {
+            let quarantine = &quarantine;
+            async move {
+                let source = SourceRef {
+                    tenant: config.tenant.clone(),
+                    connector: config.connector.clone(),
+                    source_account: config.source_account.clone(),
+                };
+                let open = quarantine
+                    .iter()
+                    .filter(|(e, _)| {
+                        e.status == STATUS_OPEN
+                            && e.connector.as_deref() == Some(config.connector.as_str())
+                    })
+                    .count();
+                let view = source_quarantine_view(&self.evidence, &source)
+                    .await
+                    .map_err(super::operation_error)?;
+                Ok::<_, OpsError>(json!({
+                    "connector": config.connector,
+                    "source_account": config.source_account,
+                    "kind": if config.pull.is_some() { "pull" } else { "push" },
+                    "payload_format": config.payload_format,
+                    "identity_rule": config.identity_rule,
+                    "open_quarantines": open,
+                    "source_quarantine": {"active": view.active, "since": view.since},
+                    "freshness": freshness(model.projection.as_ref(), &source, now).await?,
+                }))
+            }
+        });
+        // Each connector's freshness reads its share of the projection; they run side by side.
+        let connectors = futures_util::future::try_join_all(views).await?;
+        Ok((
+            200,
+            json!({"as_of": now.to_rfc3339(), "connectors": connectors}),
+        ))
+    }
+
+    /// `GET /v1/items/{item}/timeline`: every claim about the item (newest first), the current
+    /// offers marked, retrieval lag per claim, and the claims of quarantined payloads that
+    /// were refused under one of the item's delivery keys.
+    pub(super) async fn timeline(&self, principal: &Principal, item: &str) -> OpsResult {
+        let model = self.read_model()?;
+        let now = self.clock.now();
+        let offers = model.query.offers(principal, item, None, now).await?;
+        let item_key = offers["item"].as_str().unwrap_or(item).to_owned();
+        let current: HashSet<String> = offers["offers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["observation_id"].as_str().map(str::to_owned))
+            .collect();
+        let mut claims = Vec::new();
+        let mut cursor: Option<String> = None;
+        let truncated = loop {
+            let page = model
+                .query
+                .history(principal, &item_key, cursor.as_deref(), 100)
+                .await?;
+            for mut claim in page["observations"].as_array().cloned().unwrap_or_default() {
+                let id = claim["observation_id"].as_str().unwrap_or_default();
+                claim["current"] = json!(current.contains(id));
+                claim["retrieval_lag_seconds"] = json!(lag(&claim));
+                claims.push(claim);
+            }
+            cursor = page["next_cursor"].as_str().map(str::to_owned);
+            if cursor.is_none() {
+                break false;
+            }
+            if claims.len() >= MAX_TIMELINE_CLAIMS {
+                break true;
+            }
+        };
+        let keys: BTreeSet<String> = claims
+            .iter()
+            .filter_map(|c| c["delivery_key"].as_str().map(str::to_owned))
+            .collect();
+        let entries: Vec<QuarantineEntry> = self
+            .evidence
+            .quarantine_list(&principal.tenant)
+            .await?
+            .into_iter()
+            .filter(|e| {
+                e.kind == QuarantineKind::Mismatch
+                    && e.delivery_key.as_ref().is_some_and(|k| keys.contains(k))
+            })
+            .collect();
+        let mut quarantined = Vec::new();
+        for entry in entries.iter().rev().take(MAX_TIMELINE_QUARANTINES) {
+            quarantined.extend(self.quarantined_claims(principal, entry, &item_key).await);
+        }
+        Ok((
+            200,
+            json!({
+                "item": item_key,
+                "as_of": now.to_rfc3339(),
+                "claims": claims,
+                "truncated": truncated,
+                "quarantined": quarantined,
+                "quarantined_entries": entries.len(),
+            }),
+        ))
+    }
+
+    /// What a quarantined payload claimed about `item`, read from its own raw artifact with the
+    /// connector's rules. A payload that cannot be read or parsed yields one entry saying why,
+    /// with no quantity or price: nothing is guessed.
+    async fn quarantined_claims(
+        &self,
+        principal: &Principal,
+        entry: &QuarantineEntry,
+        item: &str,
+    ) -> Vec<Value> {
+        let base = json!({
+            "quarantine_id": entry.quarantine_id,
+            "status": entry.status,
+            "reason_code": entry.reason_code,
+            "delivery_key": entry.delivery_key,
+            "first_seen_at": entry.first_seen_at.to_rfc3339(),
+        });
+        let unreadable = |reason: String| {
+            let mut v = base.clone();
+            v["readable"] = json!(false);
+            v["reason"] = json!(reason);
+            vec![v]
+        };
+        let config = match entry.connector.as_deref() {
+            Some(c) => match self.tenant_connector(principal, c).await {
+                Ok(config) => config,
+                Err(_) => return unreadable(format!("connector {c} is not configured")),
+            },
+            None => return unreadable("the entry names no connector".into()),
+        };
+        let body = match self.archive.read(&entry.evidence_key, MAX_DIFF_BYTES).await {
+            Ok(body) => body,
+            Err(e) => return unreadable(format!("the quarantined payload is unreadable: {e}")),
+        };
+        let rows = match normalize(config.payload_format, config.canonicalization, &body) {
+            Ok(rows) => rows,
+            Err(e) => return unreadable(format!("the quarantined payload does not parse: {e}")),
+        };
+        rows.into_iter()
+            .filter(|row| row.item.key() == item)
+            .map(|row| {
+                let mut v = base.clone();
+                v["readable"] = json!(true);
+                v["source_record"] = json!(row.source_record);
+                v["quantity"] = json!(row.quantity);
+                v["price"] = json!(row.price.as_str());
+                v["currency"] = json!(row.currency);
+                v["observed_at"] = json!(row.observed_at.to_rfc3339());
+                v
+            })
+            .collect()
+    }
+}
+
+/// `retrieved_at - observed_at` of a claim, in seconds; `None` when either is missing.
+fn lag(claim: &Value) -> Option<i64> {
+    let at = |field: &str| claim[field].as_str().and_then(|t| Timestamp::parse(t).ok());
+    Some(at("retrieved_at")?.seconds_since(at("observed_at")?))
+}
+
+/// The newest current claim of a source across its items: the age a reader would see.
+async fn freshness(
+    projection: &dyn ProjectionStore,
+    source: &SourceRef,
+    now: Timestamp,
+) -> Result<Value, OpsError> {
+    let keys: Vec<ProjectionKey> = projection
+        .items_of_source(source)
+        .await?
+        .into_iter()
+        .map(|item| ProjectionKey {
+            item,
+            source: source.clone(),
+        })
+        .collect();
+    let rows = projection.current_many(&keys).await?;
+    let newest = rows
+        .values()
+        .filter(|row| !row.observation.future_dated)
+        .max_by_key(|row| row.observation.observed_at);
+    let last = rows.values().max_by_key(|row| row.observation.retrieved_at);
+    Ok(json!({
+        "items": rows.len(),
+        "newest_observed_at": newest.map(|r| r.observation.observed_at.to_rfc3339()),
+        "age_seconds": newest.map(|r| now.seconds_since(r.observation.observed_at).max(0)),
+        "last_delivery": last.map(|r| json!({
+            "delivery_key": r.observation.delivery_key,
+            "retrieved_at": r.observation.retrieved_at.to_rfc3339(),
+        })),
+    }))
+}
