@@ -398,22 +398,7 @@ pub async fn run() -> Result<()> {
     })
     .await??;
     let tenant = feedsafe::domain::ids::TenantId::parse("demo")?;
-    let entry = {
-        let start = Instant::now();
-        loop {
-            let entries = evidence.quarantine_list(&tenant).await?;
-            if let Some(entry) = entries
-                .into_iter()
-                .find(|e| e.delivery_key.as_deref() == Some(event_key.as_str()))
-            {
-                break entry;
-            }
-            if start.elapsed() > Duration::from_secs(30) {
-                bail!("no quarantine entry appeared for {event_key}");
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    };
+    let entry = quarantine_entry_of(&evidence, &tenant, &event_key).await?;
     let c = client.clone();
     let (offers, history) =
         tokio::task::spawn_blocking(move || -> Result<(Vec<Value>, Vec<Value>)> {
@@ -422,26 +407,8 @@ pub async fn run() -> Result<()> {
         .await??;
     table(
         "4. Webhook evt-ax440-0830 (08:30Z, quantity 5) stored; sent again with quantity 7 -> replay_payload_mismatch, quarantined",
-        &[
-            "outcome",
-            "quarantine id",
-            "stored fingerprint",
-            "received fingerprint",
-        ],
-        vec![vec![
-            entry.reason_code.clone(),
-            entry.quarantine_id.clone(),
-            entry
-                .stored_fingerprint
-                .as_ref()
-                .map(|f| f.to_string())
-                .unwrap_or_default(),
-            entry
-                .received_fingerprint
-                .as_ref()
-                .map(|f| f.to_string())
-                .unwrap_or_default(),
-        ]],
+        &MISMATCH_HEADER,
+        vec![mismatch_row(&entry)],
     );
     println!(
         "   quarantined evidence (its own raw artifact): s3://{bucket}/{} (sha256 {})",
@@ -461,6 +428,136 @@ pub async fn run() -> Result<()> {
             .unwrap_or_default(),
         history.len()
     );
-    println!("\nOutcome: the quantity-6 observation kept once, quantity 4 current, the late quantity 5 kept in history, quantity 7 rejected as replay_payload_mismatch.");
+    // 5. The essay's changed replay: page 2 of EXP-8821 arrives again under its key, now claiming
+    //    quantity 5 (a mutated export, or a reused page cursor).
+    let mutated = mutated_page(&clients, &bucket, &record.artifact_key).await?;
+    let queue = feedsafe::aws::sqs::SqsDeliveryQueue::new(
+        clients.sqs.clone(),
+        s(&stack["queues"]["IngestQueue"]["url"]),
+    );
+    let claims = feedsafe::aws::sqs::S3ClaimStore::new(clients.s3.clone(), &bucket);
+    let key = feedsafe::domain::ids::DeliveryKey::new(
+        record.tenant.clone(),
+        record.connector.clone(),
+        record.source_account.clone(),
+        record.source_delivery_id.clone(),
+        record.identity_strength,
+    );
+    let envelope = feedsafe::intake::envelope_for(
+        &key,
+        feedsafe::intake::poller::EXPORT_PAGE_BASIS,
+        feedsafe::domain::timestamp::Timestamp::now(),
+        "application/json",
+        record.run.clone(),
+        &mutated,
+        &claims,
+    )
+    .await
+    .map_err(|e| anyhow!("building the repeated page's envelope: {e}"))?;
+    feedsafe::intake::DeliveryQueue::enqueue(&queue, &envelope)
+        .await
+        .map_err(|e| anyhow!("enqueueing the repeated page: {e}"))?;
+    let page_entry = quarantine_entry_of(&evidence, &tenant, page2).await?;
+    let c = client.clone();
+    let (offers, history) =
+        tokio::task::spawn_blocking(move || -> Result<(Vec<Value>, Vec<Value>)> {
+            Ok((c.offers("AX-440-R2")?, c.history("AX-440-R2")?))
+        })
+        .await??;
+    table(
+        "5. Page 2 of EXP-8821 delivered again under its key, now claiming quantity 5 -> replay_payload_mismatch, quarantined",
+        &MISMATCH_HEADER,
+        vec![mismatch_row(&page_entry)],
+    );
+    let kept = history
+        .iter()
+        .any(|o| s(&o["observation_id"]) == first_id && o["quantity"] == 6);
+    println!("   the quantity-6 observation is untouched: {kept}; history still {} claims, current quantity {}",
+        history.len(),
+        offers.first().map(|o| s(&o["quantity"])).unwrap_or_default());
+    if !kept || history.len() != 3 {
+        bail!("the changed replay of page 2 altered the stored history");
+    }
+    println!(
+        "   review it: http://{}/console (operator token), or opsctl quarantine show {}",
+        s(&stack["http"]).trim_start_matches("http://"),
+        page_entry.quarantine_id
+    );
+    println!("\nOutcome: the quantity-6 observation kept once, quantity 4 current, the late quantity 5 kept in history; quantity 7 (webhook) and the changed page 2 (quantity 5) quarantined as replay_payload_mismatch.");
     Ok(())
+}
+
+const MISMATCH_HEADER: [&str; 4] = [
+    "outcome",
+    "quarantine id",
+    "stored fingerprint",
+    "received fingerprint",
+];
+
+fn mismatch_row(entry: &feedsafe::domain::model::QuarantineEntry) -> Vec<String> {
+    let shown = |f: &Option<feedsafe::domain::fingerprint::Fingerprint>| {
+        f.as_ref().map(|f| f.to_string()).unwrap_or_default()
+    };
+    vec![
+        entry.reason_code.clone(),
+        entry.quarantine_id.clone(),
+        shown(&entry.stored_fingerprint),
+        shown(&entry.received_fingerprint),
+    ]
+}
+
+/// The quarantine entry under `delivery_key`, once the ingest function has written it.
+async fn quarantine_entry_of(
+    evidence: &feedsafe::aws::dynamo::DynamoEvidenceStore,
+    tenant: &feedsafe::domain::ids::TenantId,
+    delivery_key: &str,
+) -> Result<feedsafe::domain::model::QuarantineEntry> {
+    let start = Instant::now();
+    loop {
+        let entries = evidence.quarantine_list(tenant).await?;
+        if let Some(entry) = entries
+            .into_iter()
+            .find(|e| e.delivery_key.as_deref() == Some(delivery_key))
+        {
+            return Ok(entry);
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            bail!("no quarantine entry appeared for {delivery_key}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The stored page-2 payload with AX-440-R2's quantity 6 changed to 5, nothing else: what a
+/// supplier that mutated its export would send again under the same key.
+async fn mutated_page(
+    clients: &feedsafe::aws::AwsClients,
+    bucket: &str,
+    artifact_key: &str,
+) -> Result<Vec<u8>> {
+    let archive = feedsafe::ops::RawArchive::new(clients.s3.clone(), bucket);
+    let stored = archive
+        .read(artifact_key, 1024 * 1024)
+        .await
+        .map_err(|e| anyhow!("reading the stored page 2 ({artifact_key}): {e}"))?;
+    let mut page: Value =
+        serde_json::from_slice(&stored).context("the stored page 2 is not JSON")?;
+    fn change(value: &mut Value) -> usize {
+        match value {
+            Value::Object(m)
+                if m.get("sku").and_then(Value::as_str) == Some("AX-440-R2")
+                    && m.get("quantity") == Some(&json!(6)) =>
+            {
+                m.insert("quantity".into(), json!(5));
+                1
+            }
+            Value::Object(m) => m.values_mut().map(change).sum(),
+            Value::Array(a) => a.iter_mut().map(change).sum(),
+            _ => 0,
+        }
+    }
+    if change(&mut page) != 1 {
+        bail!("the stored page 2 does not hold AX-440-R2 with quantity 6 once");
+    }
+    Ok(serde_json::to_vec(&page)?)
 }
