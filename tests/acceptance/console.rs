@@ -204,6 +204,30 @@ async fn the_console_and_its_views_show_freshness_and_every_claim_and_change_not
     }
     Stored::of(&env).await.assert_unchanged_since(&before);
 
+    // A quarantined payload that can no longer be read says so, with no value guessed.
+    let (_, listed) = call("GET", quarantine_url, Some(OPERATOR), Value::Null).await;
+    let evidence_key = listed["entries"][0]["evidence_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.clients
+        .s3
+        .delete_object()
+        .bucket(&env.bucket)
+        .key(&evidence_key)
+        .send()
+        .await
+        .unwrap();
+    let timeline = get(timeline_url.clone(), OPERATOR).await;
+    let refused = &timeline["quarantined"][0];
+    assert_eq!(refused["readable"], false, "{refused}");
+    assert!(refused.get("quantity").is_none(), "{refused}");
+    assert_eq!(
+        refused["reason"],
+        format!("artifact {evidence_key} is missing"),
+        "{refused}"
+    );
+
     // A source quarantine shows in both views at once.
     let (status, body) = call(
         "POST",

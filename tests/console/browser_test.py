@@ -10,7 +10,8 @@ quarantine queue, where a webhook whose SKU is `<script>...` (sent here, signed 
 sample secret) renders as text; the essay's changed replay of page 2 shows stored 6 and received
 5 side by side, highlighted; it is accepted as a new delivery with a reason and a confirmation,
 and the new delivery is looked up; the item timeline, the connectors (a source quarantine set
-and lifted) and the run are opened. A screenshot of each view is saved. Exit status 0 only when
+and lifted) and the run are opened, and a pull run started from the console whose page 3 the
+fake supplier keeps failing shows that page missing. A screenshot of each view is saved. Exit status 0 only when
 every check holds; chromedriver is stopped (by pid) in every case.
 """
 
@@ -222,11 +223,18 @@ def main():
         if not ok:
             failures.append(what)
 
-    def shoot(driver, name, shows):
+    def shoot(driver, name, shows, at=None):
+        """A screenshot of the view from its top, or with the element `at` in the middle."""
         path = os.path.join(args.screenshots, name)
-        driver.script("window.scrollTo(0, 0); document.activeElement && document.activeElement.blur();")
+        driver.script("""document.activeElement && document.activeElement.blur();
+            const at = arguments[0] && document.querySelector(arguments[0]);
+            if (at) at.scrollIntoView({block: 'center'}); else window.scrollTo(0, 0);""", at)
         driver.screenshot(path)
         shots.append((name, shows))
+        # A value the page failed to render shows as a stray null, undefined or NaN.
+        stray = driver.script(r"""const t = document.getElementById('view').innerText;
+            return (t.match(/(^|[^A-Za-z])(null|undefined|NaN)|\[object Object\]/gm) || []);""")
+        check(f"{name}: no unrendered value (null, undefined, NaN) on the page", not stray, str(stray))
 
     # The page and its assets: the policy, before any browser.
     for path in ("/console", "/console/console.js", "/console/console.css"):
@@ -315,7 +323,8 @@ def main():
         driver.click(submit)
         dialog = driver.find("[role=alertdialog]")
         check("the confirmation names the action and the new identity", NEW_DELIVERY_ID in driver.text(dialog), driver.text(dialog))
-        shoot(driver, "04-resolve-confirmation.png", "the confirmation step of an accept, with the stated delivery id and the reason")
+        shoot(driver, "04-resolve-confirmation.png", "the confirmation step of an accept, with the stated delivery id and the reason",
+              at="[role=alertdialog]")
         driver.click(driver.find("[role=alertdialog] button.danger"))
         outcome = driver.text(driver.find("#resolution-outcome"))
         new_key = f"demo/acme-eu/ACC-1/{NEW_DELIVERY_ID}"
@@ -368,12 +377,42 @@ def main():
         check("every form control of the connectors view has a label", driver.script(UNLABELLED) == [], json.dumps(driver.script(UNLABELLED)))
         shoot(driver, "07-connectors.png", "the connectors: last delivery, freshness, open quarantines, source quarantine state and actions")
 
-        # 9. The run of EXP-8821, and the delivery lookup of page 2.
+        # 9. The run of EXP-8821.
         driver.go(api + "/console#/runs/run-acme-eu.EXP-8821")
         driver.wait("return document.body.dataset.view === 'runs' && document.querySelectorAll('#view tbody tr').length === 3", "the run's pages")
         pages = driver.script("return [...document.querySelectorAll('#view tbody tr')].map(r => r.textContent);")
         check("the run lists its 3 pages, all committed", pages == ["1committed", "2committed", "3committed"], str(pages))
-        shoot(driver, "08-run.png", "run run-acme-eu.EXP-8821: its pages (missing ones would be highlighted) and the re-run action")
+
+        # 10. A run started from the console whose page 3 the supplier keeps failing: missing.
+        supplier = json.load(open(os.path.join(ROOT, ".local", "stack.json")))["fake_supplier"]
+        export = [[{"sku": f"CONSOLE-{n}", "quantity": n, "unit": "each", "price": "1.00", "currency": "EUR",
+                    "observed_at": "2026-11-29T11:00:00Z"}] for n in (1, 2, 3)]
+        for path, body in (("export", {"export_id": "EXP-9001", "pages": export}), ("fail", {"page": 3, "times": 1000})):
+            status, _, answer = http("POST", f"{supplier}/control/acme-eu/{path}", body=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json"})
+            if status >= 300:
+                raise Failed(f"the fake supplier refused {path}: {status} {answer[:200]!r}")
+        driver.go(api + "/console#/connectors")
+        driver.wait(CONNECTORS_SHOWN, "the connectors")
+        pull = "section[aria-label='Actions for acme-eu'] form:nth-of-type(2)"
+        check("starting a pull run asks for no reason (nothing records one) but for a confirmation",
+              driver.script(f"return document.querySelector(\"{pull} textarea\") === null;"))
+        driver.click(driver.find(f"{pull} button[type=submit]"))
+        driver.click(driver.find(f"{pull} [role=alertdialog] button.danger"))
+        driver.click(driver.find(f'{pull} p.ok a[href^="#/runs/"]'))
+        deadline, states = time.time() + 60, None
+        while time.time() < deadline:
+            driver.wait("return document.body.dataset.view === 'runs' && document.querySelector('#view tbody tr') !== null", "the new run")
+            states = driver.script("""return [...document.querySelectorAll('#view tbody tr')]
+                .map(r => [r.cells[0].textContent, r.cells[1].textContent, r.cells[1].classList.contains('missing')]);""")
+            if states[:2] == [["1", "committed", False], ["2", "committed", False]]:
+                break
+            time.sleep(0.5)
+            driver.script("document.body.dataset.view = ''; window.dispatchEvent(new HashChangeEvent('hashchange'));")
+        check("a run started from the console (export EXP-9001, page 3 failing at the supplier) shows page 3 missing, highlighted",
+              states == [["1", "committed", False], ["2", "committed", False], ["3", "missing", True]], json.dumps(states))
+        shoot(driver, "08-run-missing-page.png", "run run-acme-eu.EXP-9001, started from the console: pages 1-2 committed, page 3 missing (highlighted), the re-run action")
+        # 11. The delivery lookup of page 2.
         driver.go(api + "/console#/deliveries/" + PAGE2)
         driver.wait("return document.body.dataset.view === 'deliveries' && document.querySelector('#view dl.facts') !== null", "the delivery")
         shoot(driver, "09-delivery.png", "delivery demo/acme-eu/ACC-1/EXP-8821/2: state, attempts, epoch, artifact, observations, its quarantine entry")

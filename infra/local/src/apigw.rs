@@ -418,14 +418,24 @@ mod tests {
         assert!(find("DELETE", "/v1/items/AX-440-R2/offers").is_none());
         assert!(find("GET", "/v1/nothing").is_none());
         assert!(find("GET", "/v1/items//offers").is_none());
-        // Only the webhook route is open at the gateway.
-        let open: Vec<String> = routes
+        // Open at the gateway: the webhook route (signed) and the operator console's page and
+        // assets (no data; every call the page makes needs an operator token).
+        let mut open: Vec<(String, String)> = routes
             .routes()
             .iter()
             .filter(|r| r.authorizer.is_none())
-            .map(Route::key)
+            .map(|r| (r.key(), r.function.clone()))
             .collect();
-        assert_eq!(open, vec!["POST /v1/webhooks/{connector}".to_owned()]);
+        open.sort();
+        let expected = [
+            ("GET /console", "OpsFunction"),
+            ("GET /console/{asset}", "OpsFunction"),
+            ("POST /v1/webhooks/{connector}", "WebhookFunction"),
+        ];
+        assert_eq!(
+            open,
+            expected.map(|(k, f)| (k.to_owned(), f.to_owned())).to_vec()
+        );
     }
 
     #[test]

@@ -106,17 +106,7 @@ impl OpsService {
         ) {
             (Ok(s), Ok(r)) => (s, r),
             (Err(e), _) | (_, Err(e)) => {
-                let reason = match e {
-                    ArtifactError::TooLarge { .. } => {
-                        format!("a payload is larger than {MAX_DIFF_BYTES} bytes; compare the artifacts directly")
-                    }
-                    ArtifactError::NotFound { key } => format!("artifact {key} is missing"),
-                    other => {
-                        warn!(error = %other, "raw archive unreadable for a diff");
-                        "the raw archive is unavailable; retry later".to_owned()
-                    }
-                };
-                return json!({"available": false, "reason": reason});
+                return json!({"available": false, "reason": unreadable_artifact(e)});
             }
         };
         let mut diff = payload_diff(&stored, &received);
@@ -428,5 +418,22 @@ impl OpsService {
             connector: config.connector.clone(),
             source_account,
         })
+    }
+}
+
+/// Why a payload could not be read for a review, for the operator: the size limit or the missing
+/// key as they are; anything else logged here and said without its internals.
+pub(super) fn unreadable_artifact(e: ArtifactError) -> String {
+    match e {
+        ArtifactError::TooLarge { .. } => {
+            format!(
+                "a payload is larger than {MAX_DIFF_BYTES} bytes; compare the artifacts directly"
+            )
+        }
+        ArtifactError::NotFound { key } => format!("artifact {key} is missing"),
+        other => {
+            warn!(error = %other, "raw archive unreadable for a review");
+            "the raw archive is unavailable; retry later".to_owned()
+        }
     }
 }

@@ -185,13 +185,21 @@ impl OpsService {
         let config = match entry.connector.as_deref() {
             Some(c) => match self.tenant_connector(principal, c).await {
                 Ok(config) => config,
-                Err(_) => return unreadable(format!("connector {c} is not configured")),
+                Err(OpsError::UnknownConnector(_)) => {
+                    return unreadable(format!("connector {c} is no longer configured"))
+                }
+                Err(e) => {
+                    tracing::warn!(error = ?e, connector = c, "connector unreadable for a timeline");
+                    return unreadable(
+                        "the connector's rules could not be read; retry later".into(),
+                    );
+                }
             },
             None => return unreadable("the entry names no connector".into()),
         };
         let body = match self.archive.read(&entry.evidence_key, MAX_DIFF_BYTES).await {
             Ok(body) => body,
-            Err(e) => return unreadable(format!("the quarantined payload is unreadable: {e}")),
+            Err(e) => return unreadable(super::quarantine::unreadable_artifact(e)),
         };
         let rows = match normalize(config.payload_format, config.canonicalization, &body) {
             Ok(rows) => rows,

@@ -131,22 +131,23 @@
     return out;
   }
 
-  // An action that changes state: a required reason, then an explicit confirmation.
-  function guardedAction({ label, describe, fields, send, done, danger }) {
+  // An action that changes state: a required reason (for the actions whose records keep one),
+  // then an explicit confirmation.
+  function guardedAction({ label, describe, fields, send, done, danger, recordsReason = true }) {
     const form = el("form", { class: "stack" });
     const reasonId = "reason-" + Math.random().toString(36).slice(2);
-    const reason = el("textarea", { id: reasonId, name: "reason", required: true });
+    const reason = recordsReason ? el("textarea", { id: reasonId, name: "reason", required: true }) : null;
     const area = el("div", {});
-    form.append(...(fields || []), el("label", { for: reasonId, text: "Reason (required, recorded with the action)" }), reason,
-      el("div", {}, el("button", { type: "submit", class: danger ? "danger" : undefined, text: label + "…" })), area);
+    form.append(...[...(fields || []), reason && el("label", { for: reasonId, text: "Reason (required, recorded with the action)" }), reason,
+      el("div", {}, el("button", { type: "submit", class: danger ? "danger" : undefined, text: label + "…" })), area].filter(Boolean));
     form.addEventListener("submit", (event) => {
       event.preventDefault();
-      const why = reason.value.trim();
-      if (!why) { area.replaceChildren(el("p", { class: "error", role: "alert", text: "A reason is required." })); reason.focus(); return; }
+      const why = reason ? reason.value.trim() : "";
+      if (reason && !why) { area.replaceChildren(el("p", { class: "error", role: "alert", text: "A reason is required." })); reason.focus(); return; }
       const confirm = el("button", { type: "button", class: "danger", text: "Confirm: " + label });
       const cancel = el("button", { type: "button", class: "secondary", text: "Cancel" });
       const panel = el("div", { class: "confirm", role: "alertdialog", "aria-label": "Confirm " + label },
-        el("p", {}, describe()), el("p", {}, "Reason: ", el("q", { text: why })), confirm, " ", cancel);
+        el("p", {}, describe()), reason ? el("p", {}, "Reason: ", el("q", { text: why })) : null, confirm, " ", cancel);
       area.replaceChildren(panel);
       confirm.focus();
       cancel.addEventListener("click", () => area.replaceChildren());
@@ -315,7 +316,7 @@
         ? el("td", { class: "missing", text: "missing" }) : el("td", { text: committed.has(p) ? "committed" : "not seen yet" })])),
       el("h3", { text: "Re-run" }),
       el("p", { text: "A closed run pulls nothing again; starting a run of the connector pulls its current export (a new export is a new run)." }),
-      guardedAction({ label: "Start a pull run of " + run.connector, describe: () => "Start a pull run of connector " + run.connector + " now?",
+      guardedAction({ label: "Start a pull run of " + run.connector, recordsReason: false, describe: () => "Start a pull run of connector " + run.connector + " now? It pulls the connector's current export.",
         send: () => api("POST", "/v1/connectors/" + segment(run.connector) + "/runs"),
         done: (data) => el("span", {}, "Run ", link("#/runs/" + segment(data.run_id), data.run_id), " " + data.status + ".") }));
   }
@@ -348,7 +349,7 @@
         done: () => el("span", {}, "Done. ", link("#/connectors?at=" + Date.now(), "Refresh")),
       }));
       if (c.kind === "pull") {
-        box.append(guardedAction({ label: "Start a pull run of " + c.connector, describe: () => "Start a pull run of " + c.connector + " now?",
+        box.append(guardedAction({ label: "Start a pull run of " + c.connector, recordsReason: false, describe: () => "Start a pull run of " + c.connector + " now? It pulls the connector's current export.",
           send: () => api("POST", "/v1/connectors/" + segment(c.connector) + "/runs"),
           done: (data) => el("span", {}, "Run ", link("#/runs/" + segment(data.run_id), data.run_id), " " + data.status + ".") }));
       }
@@ -457,7 +458,13 @@
     const [path, query] = hash.split("?");
     const params = new URLSearchParams(query || "");
     const [name, ...rest] = path.split("/");
-    const arg = rest.length ? rest.map(decodeURIComponent).join("/") : "";
+    let arg = "";
+    try {
+      arg = rest.map(decodeURIComponent).join("/");
+    } catch (_) {
+      show("Not found", el("p", { text: "The address holds a malformed escape (%)." }));
+      return;
+    }
     for (const a of document.querySelectorAll("#nav a")) {
       if (a.getAttribute("href") === "#/" + name) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
     }
