@@ -228,7 +228,7 @@ cmd_install() {
         if ! python3 -m venv --clear "$VENV_DIR" >&2; then
             die "python3 -m venv failed (on Debian: apt-get install python3-venv)"
         fi
-        if ! "$VENV_DIR/bin/python" -m pip install --quiet --disable-pip-version-check "$MOTO_REQ" >&2; then
+        if ! "$VENV_DIR/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile "$MOTO_REQ" >&2; then
             die "pip install '$MOTO_REQ' failed"
         fi
         moto_installed || die "moto_server not usable in .local/tools/venv after pip install"
