@@ -276,6 +276,32 @@ impl Stored {
         }
     }
 
+    /// A snapshot once the stack has stopped writing: two in a row, 500 ms apart, the same.
+    /// (A stack still finishing a pull run or a projection would change the snapshot by itself.)
+    pub(crate) async fn settled(env: &TestEnv) -> Self {
+        let start = std::time::Instant::now();
+        let mut last = Stored::of(env).await;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            let now = Stored::of(env).await;
+            if now.same_as(&last) {
+                return now;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(30),
+                "the stored state kept changing for 30 s"
+            );
+            last = now;
+        }
+    }
+
+    fn same_as(&self, other: &Stored) -> bool {
+        self.evidence == other.evidence
+            && self.projection == other.projection
+            && self.queues == other.queues
+            && self.objects == other.objects
+    }
+
     pub(crate) fn assert_unchanged_since(&self, before: &Stored) {
         assert_eq!(self.evidence, before.evidence, "no evidence item changed");
         assert_eq!(

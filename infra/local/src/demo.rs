@@ -399,12 +399,7 @@ pub async fn run() -> Result<()> {
     .await??;
     let tenant = feedsafe::domain::ids::TenantId::parse("demo")?;
     let entry = quarantine_entry_of(&evidence, &tenant, &event_key).await?;
-    let c = client.clone();
-    let (offers, history) =
-        tokio::task::spawn_blocking(move || -> Result<(Vec<Value>, Vec<Value>)> {
-            Ok((c.offers("AX-440-R2")?, c.history("AX-440-R2")?))
-        })
-        .await??;
+    let (offers, history) = offers_and_history(&client).await?;
     table(
         "4. Webhook evt-ax440-0830 (08:30Z, quantity 5) stored; sent again with quantity 7 -> replay_payload_mismatch, quarantined",
         &MISMATCH_HEADER,
@@ -458,12 +453,7 @@ pub async fn run() -> Result<()> {
         .await
         .map_err(|e| anyhow!("enqueueing the repeated page: {e}"))?;
     let page_entry = quarantine_entry_of(&evidence, &tenant, page2).await?;
-    let c = client.clone();
-    let (offers, history) =
-        tokio::task::spawn_blocking(move || -> Result<(Vec<Value>, Vec<Value>)> {
-            Ok((c.offers("AX-440-R2")?, c.history("AX-440-R2")?))
-        })
-        .await??;
+    let (offers, history) = offers_and_history(&client).await?;
     table(
         "5. Page 2 of EXP-8821 delivered again under its key, now claiming quantity 5 -> replay_payload_mismatch, quarantined",
         &MISMATCH_HEADER,
@@ -485,6 +475,15 @@ pub async fn run() -> Result<()> {
     );
     println!("\nOutcome: the quantity-6 observation kept once, quantity 4 current, the late quantity 5 kept in history; quantity 7 (webhook) and the changed page 2 (quantity 5) quarantined as replay_payload_mismatch.");
     Ok(())
+}
+
+/// AX-440-R2's current offers and history, read through the read routes.
+async fn offers_and_history(client: &std::sync::Arc<Client>) -> Result<(Vec<Value>, Vec<Value>)> {
+    let c = client.clone();
+    tokio::task::spawn_blocking(move || -> Result<(Vec<Value>, Vec<Value>)> {
+        Ok((c.offers("AX-440-R2")?, c.history("AX-440-R2")?))
+    })
+    .await?
 }
 
 const MISMATCH_HEADER: [&str; 4] = [

@@ -325,6 +325,39 @@ impl DynamoEvidenceStore {
             .await?;
         Ok(entries.into_iter().map(|(entry, _)| entry).collect())
     }
+
+    /// A tenant's connectors, by id (GSI2; no Scan). A connector stored before the listing
+    /// attributes existed is missing here until `put_connector` writes it again.
+    pub async fn connectors_of(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<ConnectorConfig>, StoreError> {
+        let mut connectors = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client()
+                .query()
+                .table_name(self.table())
+                .index_name(super::dynamo::GSI2)
+                .key_condition_expression("gsi2pk = :list")
+                .expression_attribute_values(
+                    ":list",
+                    s(super::dynamo::connector_list_pk(tenant.as_str())),
+                )
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(unavailable("query connectors"))?;
+            for item in out.items.unwrap_or_default() {
+                connectors.push(decode(item)?);
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(connectors);
+            }
+        }
+    }
 }
 
 #[async_trait]
