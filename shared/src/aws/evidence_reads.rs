@@ -332,31 +332,14 @@ impl DynamoEvidenceStore {
         &self,
         tenant: &TenantId,
     ) -> Result<Vec<ConnectorConfig>, StoreError> {
-        let mut connectors = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client()
-                .query()
-                .table_name(self.table())
-                .index_name(super::dynamo::GSI2)
-                .key_condition_expression("gsi2pk = :list")
-                .expression_attribute_values(
-                    ":list",
-                    s(super::dynamo::connector_list_pk(tenant.as_str())),
-                )
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(unavailable("query connectors"))?;
-            for item in out.items.unwrap_or_default() {
-                connectors.push(decode(item)?);
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(connectors);
-            }
-        }
+        self.gsi2_list(
+            super::dynamo::connector_list_pk(tenant.as_str()),
+            "query connectors",
+        )
+        .await?
+        .into_iter()
+        .map(decode)
+        .collect()
     }
 }
 
@@ -630,7 +613,20 @@ impl DynamoEvidenceStore {
         &self,
         tenant: &TenantId,
     ) -> Result<Vec<(crate::domain::model::QuarantineEntry, Option<R>)>, StoreError> {
-        let mut entries = Vec::new();
+        self.gsi2_list(
+            super::dynamo::quarantine_list_pk(tenant.as_str()),
+            "query quarantine",
+        )
+        .await?
+        .into_iter()
+        .map(split_resolution)
+        .collect()
+    }
+
+    /// Every item listed under `list` in GSI2 (a tenant's quarantine entries or connectors),
+    /// in sort-key order, every page.
+    async fn gsi2_list(&self, list: String, what: &'static str) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
         let mut start = None;
         loop {
             let out = self
@@ -639,20 +635,15 @@ impl DynamoEvidenceStore {
                 .table_name(self.table())
                 .index_name(super::dynamo::GSI2)
                 .key_condition_expression("gsi2pk = :list")
-                .expression_attribute_values(
-                    ":list",
-                    s(super::dynamo::quarantine_list_pk(tenant.as_str())),
-                )
+                .expression_attribute_values(":list", s(list.clone()))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(unavailable("query quarantine"))?;
-            for item in out.items.unwrap_or_default() {
-                entries.push(split_resolution(item)?);
-            }
+                .map_err(unavailable(what))?;
+            items.extend(out.items.unwrap_or_default());
             start = out.last_evaluated_key;
             if start.is_none() {
-                return Ok(entries);
+                return Ok(items);
             }
         }
     }
