@@ -256,6 +256,7 @@ async fn a_hundred_reads_change_no_item_no_queue_and_no_object() {
 
 /// Everything a read could change: the evidence and projection items, the queues' depths and
 /// the raw bucket's object versions.
+#[derive(PartialEq)]
 pub(crate) struct Stored {
     evidence: Vec<Item>,
     projection: Vec<Item>,
@@ -284,7 +285,7 @@ impl Stored {
         loop {
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             let now = Stored::of(env).await;
-            if now.same_as(&last) {
+            if now == last {
                 return now;
             }
             assert!(
@@ -293,13 +294,6 @@ impl Stored {
             );
             last = now;
         }
-    }
-
-    fn same_as(&self, other: &Stored) -> bool {
-        self.evidence == other.evidence
-            && self.projection == other.projection
-            && self.queues == other.queues
-            && self.objects == other.objects
     }
 
     pub(crate) fn assert_unchanged_since(&self, before: &Stored) {

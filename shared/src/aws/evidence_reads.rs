@@ -333,7 +333,7 @@ impl DynamoEvidenceStore {
         tenant: &TenantId,
     ) -> Result<Vec<ConnectorConfig>, StoreError> {
         self.gsi2_list(
-            super::dynamo::connector_list_pk(tenant.as_str()),
+            &super::dynamo::connector_list_pk(tenant.as_str()),
             "query connectors",
         )
         .await?
@@ -614,7 +614,7 @@ impl DynamoEvidenceStore {
         tenant: &TenantId,
     ) -> Result<Vec<(crate::domain::model::QuarantineEntry, Option<R>)>, StoreError> {
         self.gsi2_list(
-            super::dynamo::quarantine_list_pk(tenant.as_str()),
+            &super::dynamo::quarantine_list_pk(tenant.as_str()),
             "query quarantine",
         )
         .await?
@@ -625,7 +625,7 @@ impl DynamoEvidenceStore {
 
     /// Every item listed under `list` in GSI2 (a tenant's quarantine entries or connectors),
     /// in sort-key order, every page.
-    async fn gsi2_list(&self, list: String, what: &'static str) -> Result<Vec<Item>, StoreError> {
+    async fn gsi2_list(&self, list: &str, what: &'static str) -> Result<Vec<Item>, StoreError> {
         let mut items = Vec::new();
         let mut start = None;
         loop {
@@ -635,7 +635,7 @@ impl DynamoEvidenceStore {
                 .table_name(self.table())
                 .index_name(super::dynamo::GSI2)
                 .key_condition_expression("gsi2pk = :list")
-                .expression_attribute_values(":list", s(list.clone()))
+                .expression_attribute_values(":list", s(list))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
