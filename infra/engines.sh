@@ -224,14 +224,11 @@ cmd_install() {
     if moto_installed; then
         log "moto present: $("$VENV_DIR/bin/python" -c 'import moto; print(moto.__version__)' 2>/dev/null || echo '?') in .local/tools/venv"
     else
-        log "creating python venv .local/tools/venv and installing $MOTO_REQ ..."
-        if ! python3 -m venv --clear "$VENV_DIR" >&2; then
-            die "python3 -m venv failed (on Debian: apt-get install python3-venv)"
+        log "installing $MOTO_REQ into the python venv .local/tools/venv ..."
+        if ! "$ROOT/infra/pyvenv.sh" "$VENV_DIR" "$MOTO_REQ" >&2; then
+            die "installing '$MOTO_REQ' into .local/tools/venv failed (log above)"
         fi
-        if ! "$VENV_DIR/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile "$MOTO_REQ" >&2; then
-            die "pip install '$MOTO_REQ' failed"
-        fi
-        moto_installed || die "moto_server not usable in .local/tools/venv after pip install"
+        moto_installed || die "moto_server not usable in .local/tools/venv after the install"
         log "moto installed: $("$VENV_DIR/bin/python" -c 'import moto; print(moto.__version__)')"
     fi
 }
