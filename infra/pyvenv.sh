@@ -49,7 +49,8 @@ find_uv() {
     fi
     mkdir -p "$root/.local/tools"
     (
-        flock 9
+        # flock is util-linux's; without it (macOS) two first installs at once may both try.
+        if command -v flock >/dev/null 2>&1; then flock 9; fi
         if uv_is_pinned; then
             exit 0
         fi
@@ -77,13 +78,11 @@ fi
 uv="$(find_uv)"
 if [ -n "$uv" ]; then
     export UV_PYTHON_DOWNLOADS=never
-    if [ ! -x "$venv/bin/python" ]; then
-        "$uv" venv --quiet --python "$python3" "$venv"
-    fi
-    if "$uv" pip install --quiet --python "$venv/bin/python" "$@"; then
+    if { [ -x "$venv/bin/python" ] || "$uv" venv --quiet --python "$python3" "$venv"; } &&
+        "$uv" pip install --quiet --python "$venv/bin/python" "$@"; then
         exit 0
     fi
-    log "uv pip install $* failed; trying pip"
+    log "uv could not make ${venv#"$root/"} or install $* into it; trying pip"
 fi
 if [ ! -x "$venv/bin/python" ]; then
     if ! "$python3" -m venv "$venv" >&2; then
