@@ -5,11 +5,12 @@
 #   infra/pyvenv.sh VENV REQUIREMENT...
 #
 # The installer is uv (pinned below, itself installed with pip into .local/tools/uv once):
-# it resolves and installs the same pins in a few CPU-seconds where pip took 13-36 each
-# (aws-sam-cli 33 CPU-s, moto[server] 25, mcp 12; docs/ci.md), and CI runs these installs beside
-# its build, which is CPU-bound. When uv cannot be had (no wheel for this platform, the index
-# unreachable for it, FEEDSAFE_UV=0), pip does the install, as before. Either way the venv
-# uses this machine's python3 (uv is told never to download an interpreter).
+# it installs the same pins in 0.4-1.3 CPU-seconds of user time where pip took 12-33 (mcp 12,
+# moto[server] 25, aws-sam-cli with cfn-lint 33; docs/ci.md), and CI runs these installs beside
+# its build, which is CPU-bound. When uv cannot be had or fails (no wheel for this platform,
+# the index unreachable for it, a pip-only mirror: uv does not read pip's configuration, or
+# FEEDSAFE_UV=0), pip does the install, as before. Either way the venv uses this machine's
+# python3 (uv is told never to download an interpreter).
 #
 # Several scripts may run this at once (CI starts the engines' install and the template
 # checks together): the uv bootstrap is serialized by a lock.
