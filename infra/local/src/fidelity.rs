@@ -13,7 +13,9 @@ use feedsafe::domain::model::{
     CorrectionRules, Observation, ReplayRecord, Run, RunPages, SourceQuarantine, SourceRef,
 };
 use feedsafe::protocols::ports::{Clock, StoreError};
-use feedsafe::protocols::projection::{EvidenceReads, HistoryPage, SourceState};
+use feedsafe::protocols::projection::{
+    ClaimContext, ContextKeys, EvidenceReads, HistoryPage, SourceState,
+};
 use std::sync::Arc;
 
 /// Evidence reads whose index reads (item history, GSI1) do not show observations recorded
@@ -93,6 +95,14 @@ impl EvidenceReads for LaggingIndex {
 
     async fn observations(&self, ids: &[ObservationId]) -> Result<Vec<Observation>, StoreError> {
         self.inner.observations(ids).await
+    }
+
+    async fn observations_in_context(
+        &self,
+        ids: &[ObservationId],
+        context: &ContextKeys,
+    ) -> Result<(Vec<Observation>, ClaimContext), StoreError> {
+        self.inner.observations_in_context(ids, context).await
     }
 
     async fn item_history(

@@ -3,10 +3,11 @@
 
 use super::corrections::{rules_pk, StoredRules, SK_RULES};
 use super::dynamo::{
-    batch_get, build_error, conditional, decode, encode, item_history_pk, key, n, observation_pk,
-    open_runs_pk, open_runs_shard_pk, projection_work_pk, run_pk, s, source_quarantine_pk,
-    unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2, OPEN_RUN_SHARDS,
-    RUN_PAGE_SK_PREFIX, SK_OBSERVATION, SK_RUN, SK_SOURCE_QUARANTINE,
+    batch_get, build_error, commit_marker_pk, conditional, connector_pk, decode, encode,
+    item_history_pk, key, n, observation_pk, open_runs_pk, open_runs_shard_pk, projection_work_pk,
+    run_pk, s, source_quarantine_pk, unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2,
+    OPEN_RUN_SHARDS, RUN_PAGE_SK_PREFIX, SK_COMMIT_MARKER, SK_CONNECTOR, SK_OBSERVATION, SK_RUN,
+    SK_SOURCE_QUARANTINE,
 };
 use crate::domain::connector::ConnectorConfig;
 use crate::domain::hashing::{base64_decode, base64_encode};
@@ -18,7 +19,9 @@ use crate::domain::model::{
 use crate::domain::timestamp::Timestamp;
 use crate::intake::poller::RunLedger;
 use crate::protocols::ports::{ConnectorDirectory, StoreError};
-use crate::protocols::projection::{EvidenceReads, HistoryPage, ProjectorWrites, SourceState};
+use crate::protocols::projection::{
+    ClaimContext, ContextKeys, EvidenceReads, HistoryPage, ProjectorWrites, SourceState,
+};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -489,39 +492,11 @@ impl EvidenceReads for DynamoEvidenceStore {
     }
 
     async fn source_states(&self, sources: &[SourceRef]) -> Result<Vec<SourceState>, StoreError> {
-        let wanted: BTreeSet<&SourceRef> = sources.iter().collect();
-        let mut quarantines: HashMap<String, SourceQuarantine> = HashMap::new();
-        let mut rules: HashMap<String, CorrectionRules> = HashMap::new();
-        let keys = wanted
-            .iter()
-            .flat_map(|source| {
-                [
-                    key(source_quarantine_pk(source), SK_SOURCE_QUARANTINE),
-                    key(rules_pk(source), SK_RULES),
-                ]
-            })
-            .collect();
-        for item in batch_get(self.client(), self.table(), keys, "batch get source states").await? {
-            let pk = item
-                .get(super::dynamo::PK)
-                .and_then(|v| v.as_s().ok())
-                .cloned()
-                .unwrap_or_default();
-            let sk = item.get(super::dynamo::SK).and_then(|v| v.as_s().ok());
-            if sk.is_some_and(|sk| sk == SK_RULES) {
-                rules.insert(pk, decode::<StoredRules>(item)?.rules);
-            } else {
-                quarantines.insert(pk, decode(item)?);
-            }
-        }
-        Ok(sources
-            .iter()
-            .map(|source| SourceState {
-                source: source.clone(),
-                quarantine: quarantines.get(&source_quarantine_pk(source)).cloned(),
-                rules: rules.get(&rules_pk(source)).cloned().unwrap_or_default(),
-            })
-            .collect())
+        let context = ContextKeys {
+            sources: sources.to_vec(),
+            ..ContextKeys::default()
+        };
+        Ok(self.observations_in_context(&[], &context).await?.1.sources)
     }
 
     async fn observation(&self, id: &str) -> Result<Option<Observation>, StoreError> {
@@ -529,21 +504,112 @@ impl EvidenceReads for DynamoEvidenceStore {
     }
 
     async fn observations(&self, ids: &[ObservationId]) -> Result<Vec<Observation>, StoreError> {
+        Ok(self
+            .observations_in_context(ids, &ContextKeys::default())
+            .await?
+            .0)
+    }
+
+    /// One `BatchGetItem` (per 100 keys) for the observations and their context: every kind of
+    /// item asked for is told apart by its sort key.
+    async fn observations_in_context(
+        &self,
+        ids: &[ObservationId],
+        context: &ContextKeys,
+    ) -> Result<(Vec<Observation>, ClaimContext), StoreError> {
         // A batch may not name a key twice.
-        let keys = ids
+        let ids_asked: BTreeSet<&ObservationId> = ids.iter().collect();
+        let sources: BTreeSet<&SourceRef> = context.sources.iter().collect();
+        let connectors: BTreeSet<&ConnectorId> = context.connectors.iter().collect();
+        let markers: BTreeSet<&(String, u32)> = context.commit_markers.iter().collect();
+        let mut keys: Vec<Item> = ids_asked
             .iter()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
             .map(|id| key(observation_pk(id.as_str()), SK_OBSERVATION))
             .collect();
-        let mut found: HashMap<ObservationId, Observation> =
-            batch_get(self.client(), self.table(), keys, "batch get observations")
-                .await?
+        keys.extend(sources.iter().flat_map(|source| {
+            [
+                key(source_quarantine_pk(source), SK_SOURCE_QUARANTINE),
+                key(rules_pk(source), SK_RULES),
+            ]
+        }));
+        keys.extend(
+            connectors
+                .iter()
+                .map(|id| key(connector_pk(id.as_str()), SK_CONNECTOR)),
+        );
+        keys.extend(
+            markers
+                .iter()
+                .map(|(k, epoch)| key(commit_marker_pk(k, *epoch), SK_COMMIT_MARKER)),
+        );
+        let mut observations: HashMap<ObservationId, Observation> = HashMap::new();
+        let mut quarantines: HashMap<String, SourceQuarantine> = HashMap::new();
+        let mut rules: HashMap<String, CorrectionRules> = HashMap::new();
+        let mut configs: HashMap<String, ConnectorConfig> = HashMap::new();
+        let mut committed: BTreeSet<String> = BTreeSet::new();
+        let what = "batch get observations and their context";
+        for item in batch_get(self.client(), self.table(), keys, what).await? {
+            let text = |name: &str| {
+                item.get(name)
+                    .and_then(|v| v.as_s().ok())
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let (pk, sk) = (text(super::dynamo::PK), text(super::dynamo::SK));
+            match sk.as_str() {
+                SK_OBSERVATION => {
+                    let o: Observation = decode(item)?;
+                    observations.insert(o.observation_id.clone(), o);
+                }
+                SK_SOURCE_QUARANTINE => {
+                    quarantines.insert(pk, decode(item)?);
+                }
+                SK_RULES => {
+                    rules.insert(pk, decode::<StoredRules>(item)?.rules);
+                }
+                SK_CONNECTOR => {
+                    configs.insert(pk, decode(item)?);
+                }
+                SK_COMMIT_MARKER => {
+                    committed.insert(pk);
+                }
+                other => {
+                    return Err(StoreError::Invariant(format!(
+                        "{what}: an item with sort key {other:?} was not asked for"
+                    )))
+                }
+            }
+        }
+        let found = ClaimContext {
+            // In the order asked.
+            sources: context
+                .sources
+                .iter()
+                .map(|source| SourceState {
+                    source: source.clone(),
+                    quarantine: quarantines.get(&source_quarantine_pk(source)).cloned(),
+                    rules: rules.get(&rules_pk(source)).cloned().unwrap_or_default(),
+                })
+                .collect(),
+            connectors: connectors
                 .into_iter()
-                .map(|item| decode::<Observation>(item).map(|o| (o.observation_id.clone(), o)))
-                .collect::<Result<_, _>>()?;
+                .map(|id| (id.clone(), configs.remove(&connector_pk(id.as_str()))))
+                .collect(),
+            commit_markers: markers
+                .into_iter()
+                .map(|(k, epoch)| {
+                    let exists = committed.contains(&commit_marker_pk(k, *epoch));
+                    ((k.clone(), *epoch), exists)
+                })
+                .collect(),
+        };
         // Keep the caller's order.
-        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+        Ok((
+            ids.iter()
+                .filter_map(|id| observations.remove(id))
+                .collect(),
+            found,
+        ))
     }
 
     async fn item_history(

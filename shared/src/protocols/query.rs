@@ -185,23 +185,15 @@ impl QueryService {
                 other => QueryError::Store(other),
             })?;
         // The index copy may lag the base item (a supersession marker, say): the base items,
-        // read consistently in one batch, are what readers see.
-        let ids: Vec<ObservationId> = page
-            .observations
-            .iter()
-            .map(|o| o.observation_id.clone())
-            .collect();
-        let mut current: HashMap<ObservationId, Observation> = self
-            .reads
-            .observations(&ids)
+        // read consistently in one batch with what their visibility depends on, are what
+        // readers see.
+        let eligibility = Eligibility::new(self.reads.as_ref());
+        let mut current: HashMap<ObservationId, Observation> = eligibility
+            .fresh_copies(&page.observations)
             .await?
             .into_iter()
             .map(|o| (o.observation_id.clone(), o))
             .collect();
-        let eligibility = Eligibility::new(self.reads.as_ref());
-        eligibility
-            .prefetch_sources(page.observations.iter().map(Observation::source))
-            .await?;
         let mut observations = Vec::new();
         for indexed in page.observations {
             let o = current.remove(&indexed.observation_id).unwrap_or(indexed);

@@ -91,13 +91,64 @@ impl<'a> Eligibility<'a> {
             return Ok(());
         }
         for state in self.reads.source_states(&wanted).await? {
-            // A cell a concurrent check filled meanwhile holds an equally fresh value.
-            let _ = self
-                .cell(|c| &mut c.quarantines, &state.source)
-                .set(state.quarantine.is_some_and(|q| q.active));
-            let _ = self.cell(|c| &mut c.rules, &state.source).set(state.rules);
+            self.seed_source(state);
         }
         Ok(())
+    }
+
+    /// Fresh (consistent) copies of `indexed` claims (index copies, which may lag their base
+    /// items), read in the same round trip as what their visibility depends on and this pass
+    /// has not read yet: their sources' state, the connectors of run pages, the commit markers
+    /// of staged deliveries. In the order of `indexed`; a claim no longer stored is left out.
+    pub async fn fresh_copies(
+        &self,
+        indexed: &[Observation],
+    ) -> Result<Vec<Observation>, StoreError> {
+        let ids: Vec<ObservationId> = indexed.iter().map(|o| o.observation_id.clone()).collect();
+        let sources: BTreeSet<SourceRef> = indexed
+            .iter()
+            .map(Observation::source)
+            .filter(|source| {
+                !self.cell(|c| &mut c.quarantines, source).initialized()
+                    || !self.cell(|c| &mut c.rules, source).initialized()
+            })
+            .collect();
+        let connectors: BTreeSet<ConnectorId> = indexed
+            .iter()
+            .filter(|o| o.run_id.is_some())
+            .map(|o| o.connector.clone())
+            .filter(|id| !self.cell(|c| &mut c.connectors, id).initialized())
+            .collect();
+        let markers: BTreeSet<(String, u32)> = indexed
+            .iter()
+            .filter(|o| o.staged)
+            .map(|o| (o.delivery_key.clone(), o.epoch))
+            .filter(|key| !self.cell(|c| &mut c.markers, key).initialized())
+            .collect();
+        let context = ContextKeys {
+            sources: sources.into_iter().collect(),
+            connectors: connectors.into_iter().collect(),
+            commit_markers: markers.into_iter().collect(),
+        };
+        let (observations, found) = self.reads.observations_in_context(&ids, &context).await?;
+        // A cell a concurrent check filled meanwhile holds an equally fresh value.
+        for state in found.sources {
+            self.seed_source(state);
+        }
+        for (id, config) in found.connectors {
+            let _ = self.cell(|c| &mut c.connectors, &id).set(config);
+        }
+        for (key, exists) in found.commit_markers {
+            let _ = self.cell(|c| &mut c.markers, &key).set(exists);
+        }
+        Ok(observations)
+    }
+
+    fn seed_source(&self, state: SourceState) {
+        let _ = self
+            .cell(|c| &mut c.quarantines, &state.source)
+            .set(state.quarantine.is_some_and(|q| q.active));
+        let _ = self.cell(|c| &mut c.rules, &state.source).set(state.rules);
     }
 
     pub async fn source_quarantined(&self, source: &SourceRef) -> Result<bool, StoreError> {

@@ -55,6 +55,31 @@ pub trait EvidenceReads: Send + Sync {
     /// The stored observations of `ids` (consistent reads, in the order asked; the ids not
     /// found are left out).
     async fn observations(&self, ids: &[ObservationId]) -> Result<Vec<Observation>, StoreError>;
+    /// `observations(ids)` together with what their visibility depends on, as `context` names
+    /// it (consistent reads): one round trip where the store allows it.
+    async fn observations_in_context(
+        &self,
+        ids: &[ObservationId],
+        context: &ContextKeys,
+    ) -> Result<(Vec<Observation>, ClaimContext), StoreError> {
+        let observations = self.observations(ids).await?;
+        let mut found = ClaimContext {
+            sources: self.source_states(&context.sources).await?,
+            ..ClaimContext::default()
+        };
+        for id in &context.connectors {
+            found
+                .connectors
+                .push((id.clone(), self.connector_config(id).await?));
+        }
+        for (delivery_key, epoch) in &context.commit_markers {
+            let exists = self.commit_marker_exists(delivery_key, *epoch).await?;
+            found
+                .commit_markers
+                .push(((delivery_key.clone(), *epoch), exists));
+        }
+        Ok((observations, found))
+    }
     /// `limit` observations of the item, newest (`observed_at`, `observation_id`) first.
     async fn item_history(
         &self,
@@ -63,6 +88,25 @@ pub trait EvidenceReads: Send + Sync {
         cursor: Option<&str>,
         limit: i32,
     ) -> Result<HistoryPage, StoreError>;
+}
+
+/// What the visibility of some claims depends on besides the claims themselves: their sources'
+/// state, the connectors of run pages (publication policy), the commit markers of staged
+/// deliveries (`(delivery key, epoch)`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContextKeys {
+    pub sources: Vec<SourceRef>,
+    pub connectors: Vec<ConnectorId>,
+    pub commit_markers: Vec<(String, u32)>,
+}
+
+/// What `ContextKeys` named, as stored: each source's state (in the order asked), each
+/// connector's configuration (`None`: not stored), whether each commit marker exists.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClaimContext {
+    pub sources: Vec<SourceState>,
+    pub connectors: Vec<(ConnectorId, Option<ConnectorConfig>)>,
+    pub commit_markers: Vec<((String, u32), bool)>,
 }
 
 /// What a source's claims are judged by besides themselves.
