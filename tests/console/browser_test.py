@@ -362,6 +362,13 @@ def main():
         check("the timeline marks the current offer, the quarantined source's claim, earlier claims, the refused payloads and each claim's retrieval lag",
               marks["current"] >= 1 and marks["source_quarantined"] >= 1 and marks["earlier"] >= 1
               and marks["quarantined"] >= 1 and marks["lag"] >= 4, json.dumps(marks))
+        # Each lag label is drawn whole, inside its chart (a point at the right edge is labelled
+        # to its left): the labels' boxes against the charts' view boxes.
+        cut = driver.script("""return [...document.querySelectorAll('svg.chart')].flatMap(g => {
+                const w = g.viewBox.baseVal.width;
+                return [...g.querySelectorAll('text.lag-label')].map(t => t.getBBox())
+                    .filter(b => b.x < 0 || b.x + b.width > w).map(b => [Math.round(b.x), Math.round(b.x + b.width), w]); });""")
+        check("every retrieval-lag label is inside its chart, none cut off", cut == [], json.dumps(cut))
         current = driver.script("return [...document.querySelectorAll('#view tr.current td:nth-child(4)')].map(td => td.textContent);")
         check("the current offer in the table is acme-eu's quantity 4", current == ["4"], str(current))
         shoot(driver, "06-item-timeline.png", "AX-440-R2's timeline: quantity and price over observed_at, current offer ringed, lag lines, the quarantined source and refused payloads")

@@ -403,7 +403,10 @@
         const spot = Math.round(cx) + ":" + Math.round(cy);
         if (p.lag !== undefined && p.lag !== null && points.length <= 30 && !labelled.has(spot)) {
           labelled.add(spot);
-          g.append(svg("text", { class: "lag-label", x: Math.min(cx + 12, W - R - 4), y: cy - 9, text: "lag " + age(p.lag) }));
+          // Beside the point, on the side where it fits (a point at the plot's right edge is
+          // labelled to its left, or the label would be cut off).
+          const left = cx + 12 + 100 > W;
+          g.append(svg("text", { class: "lag-label", x: left ? cx - 12 : cx + 12, y: cy - 9, "text-anchor": left ? "end" : "start", text: "lag " + age(p.lag) }));
         }
       }
       const tip = svg("title", { text: CLASS_LABEL[p.cls] + ": " + v + " at " + p.observed_at + (p.lag !== undefined ? ", retrieved " + p.lag + " s later" : "") });
