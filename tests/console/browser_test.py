@@ -36,6 +36,8 @@ OPERATOR = "local-operator-demo-token"  # local sample token
 PAGE2 = "demo/acme-eu/ACC-1/EXP-8821/2"
 NEW_DELIVERY_ID = "EXP-8821-2-resent"
 XSS_SKU = '<script>window.__feedsafe_xss=1</script><img src=x onerror="window.__feedsafe_xss=2">'
+# A laptop's screen: the most common width of one, in CSS pixels.
+WINDOW = (1366, 1200)
 
 
 class Failed(Exception):
@@ -70,7 +72,7 @@ class WebDriver:
 
     def start(self, chromium):
         options = {"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                            "--window-size=1440,1200", "--force-device-scale-factor=1"]}
+                            "--window-size=%d,%d" % WINDOW, "--force-device-scale-factor=1"]}
         if chromium:
             options["binary"] = chromium
         value = self.call("POST", "/session", {"capabilities": {"alwaysMatch": {
@@ -235,6 +237,13 @@ def main():
         stray = driver.script(r"""const t = document.getElementById('view').innerText;
             return (t.match(/(^|[^A-Za-z])(null|undefined|NaN)|\[object Object\]/gm) || []);""")
         check(f"{name}: no unrendered value (null, undefined, NaN) on the page", not stray, str(stray))
+        # Readable on a laptop's screen: no table runs past the window (a column behind a
+        # horizontal scroll bar is a column nobody sees), nothing pushes the page sideways.
+        wide = driver.script("""return [...document.querySelectorAll('#view .scroll')]
+                .filter(s => s.scrollWidth > s.clientWidth + 1)
+                .map(s => s.querySelector('th') ? [...s.querySelectorAll('th')].map(h => h.textContent).join('|') : 'table')
+                .concat(document.documentElement.scrollWidth > window.innerWidth + 1 ? ['the page itself'] : []);""")
+        check(f"{name}: every table fits the {WINDOW[0]} px window", not wide, str(wide))
 
     # The page and its assets: the policy, before any browser.
     for path in ("/console", "/console/console.js", "/console/console.css"):

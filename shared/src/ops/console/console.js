@@ -173,9 +173,12 @@
     const entries = r.data.entries || [];
     return page("Quarantine", filter,
       el("p", { text: entries.length + " " + status + " entr" + (entries.length === 1 ? "y" : "ies") + " (oldest first)" }),
-      table(["Kind", "Reason", "Message", "Connector", "Delivery key", "First seen", "Status", ""],
-        entries.map((e) => [e.kind, el("code", { text: e.reason_code }), e.message, e.connector, e.delivery_key,
-          when(e.first_seen_at), badge(e.status, e.status), el("a", { href: "#/quarantine/" + segment(e.quarantine_id), "aria-label": "Review entry " + e.quarantine_id, text: "Review" })])));
+      // The review link first, where no width can push it out of sight; the message (which
+      // holds two 71-character fingerprints) may break anywhere, so the table fits the window.
+      table(["Entry", "Kind", "Reason", "Message", "Connector", "Delivery key", "First seen", "Status"],
+        entries.map((e) => [el("td", { class: "nowrap" }, el("a", { href: "#/quarantine/" + segment(e.quarantine_id), "aria-label": "Review entry " + e.quarantine_id, text: "Review" })),
+          e.kind, el("code", { text: e.reason_code }), el("td", { class: "wrap" }, text(e.message)), e.connector, e.delivery_key,
+          when(e.first_seen_at), badge(e.status, e.status)])));
   }
 
   async function quarantineEntry(id) {
