@@ -56,30 +56,12 @@ pub trait EvidenceReads: Send + Sync {
     /// found are left out).
     async fn observations(&self, ids: &[ObservationId]) -> Result<Vec<Observation>, StoreError>;
     /// `observations(ids)` together with what their visibility depends on, as `context` names
-    /// it (consistent reads): one round trip where the store allows it.
+    /// it (consistent reads), in one round trip (one `BatchGetItem` per 100 keys in DynamoDB).
     async fn observations_in_context(
         &self,
         ids: &[ObservationId],
         context: &ContextKeys,
-    ) -> Result<(Vec<Observation>, ClaimContext), StoreError> {
-        let observations = self.observations(ids).await?;
-        let mut found = ClaimContext {
-            sources: self.source_states(&context.sources).await?,
-            ..ClaimContext::default()
-        };
-        for id in &context.connectors {
-            found
-                .connectors
-                .push((id.clone(), self.connector_config(id).await?));
-        }
-        for (delivery_key, epoch) in &context.commit_markers {
-            let exists = self.commit_marker_exists(delivery_key, *epoch).await?;
-            found
-                .commit_markers
-                .push(((delivery_key.clone(), *epoch), exists));
-        }
-        Ok((observations, found))
-    }
+    ) -> Result<(Vec<Observation>, ClaimContext), StoreError>;
     /// `limit` observations of the item, newest (`observed_at`, `observation_id`) first.
     async fn item_history(
         &self,
