@@ -580,9 +580,10 @@ async fn an_interrupted_correction_resumes_and_its_record_lists_everything_it_su
     let env = spawn_env(true).await;
     let acme = acme_eu();
     env.seed(&acme).await;
-    // 60 claims of the part (one delivery, 60 rows).
+    // 60 claims of the part (one delivery, 60 rows, a second apart: one instant twice with
+    // different claims would be ambiguous).
     let rows = (0..60)
-        .map(|i| offer("AX-440", i, "1.00", "2026-11-29T08:00:00Z"))
+        .map(|i| offer("AX-440", i, "1.00", &format!("2026-11-29T08:00:{i:02}Z")))
         .collect();
     env.service_ingest(
         &env.service(),

@@ -11,8 +11,12 @@
 //!   (invariant 4); the same mismatching payload twice is one entry;
 //! - past the dedup horizon a key is stored again as a new epoch, flagged beyond_horizon;
 //! - the current offer of (item, source) is the eligible claim with the greatest
-//!   (observed_at, observation_id) (invariant 5): committed, not superseded, not from the
-//!   future, attributed to that item by the source's identity rules, source not quarantined;
+//!   (observed_at, when its delivery was recorded, observation_id) (invariant 5): committed, not
+//!   superseded, not from the future, attributed to that item by the source's identity rules,
+//!   source not quarantined; of claims observed at the same instant the later recorded delivery
+//!   wins, the id only decides within one delivery; history lists claims in that order;
+//! - a delivery naming one item twice at one instant with different claims is refused as
+//!   `ambiguous_item` (`projection_ties::*`); the histories generate no such payload;
 //! - an identity correction re-attributes every claim of the part (and every later one), a
 //!   withdrawal sends them back; each move is a superseding copy;
 //! - crashes, concurrent duplicates, stream redelivery and rebuilds change nothing of the above.
@@ -100,6 +104,9 @@ pub struct Observation {
     pub part: String,
     pub quantity: u64,
     pub observed_at: String,
+    /// The order in which its delivery (epoch) was first recorded: later is greater. A
+    /// superseding copy keeps its original's.
+    pub recorded: u64,
     pub future_dated: bool,
     pub superseded_by: Option<String>,
     pub correction: Option<String>,
@@ -151,6 +158,8 @@ pub struct Model {
     pub quarantined: BTreeSet<Source>,
     /// Everything delivered so far (for generating replays and mutations of it).
     pub sent: Vec<(Source, String, Payload)>,
+    /// Delivery epochs recorded so far (each new one is recorded after all earlier ones).
+    pub recorded: u64,
 }
 
 pub fn delivery_key(source: Source, id: &str) -> String {
@@ -205,6 +214,11 @@ impl Model {
             None => 0,
         };
         let rows = fingerprint.clone();
+        assert!(
+            !ambiguous(&rows),
+            "the histories generate no ambiguous payload: {rows:?}"
+        );
+        self.recorded += 1;
         let mut observations = Vec::new();
         for (index, row) in rows.iter().enumerate() {
             let id = ids.observation_id(&key, epoch, index);
@@ -223,6 +237,7 @@ impl Model {
                     part,
                     quantity: row.quantity,
                     observed_at: ids.observed_at(row.observed_minute),
+                    recorded: self.recorded,
                     future_dated: row.observed_minute > retrieved_minute + SKEW_MINUTES,
                     superseded_by: None,
                     correction,
@@ -375,7 +390,7 @@ impl Model {
         {
             let better = best
                 .get(&o.source)
-                .is_none_or(|b| (&o.observed_at, &o.id) > (&b.observed_at, &b.id));
+                .is_none_or(|b| newest_first(o, b).is_lt());
             if better {
                 best.insert(o.source, o);
             }
@@ -390,11 +405,26 @@ impl Model {
             .values()
             .filter(|o| o.part == part)
             .collect();
-        all.sort_by(|a, b| (&b.observed_at, &b.id).cmp(&(&a.observed_at, &a.id)));
+        all.sort_by(|a, b| newest_first(a, b));
         all.into_iter()
             .map(|o| (o.id.clone(), o.superseded_by.is_some()))
             .collect()
     }
+}
+
+/// The projection order, newest first: `observed_at`, then when the delivery was recorded, then
+/// the observation id.
+fn newest_first(a: &Observation, b: &Observation) -> std::cmp::Ordering {
+    (&b.observed_at, b.recorded, &b.id).cmp(&(&a.observed_at, a.recorded, &a.id))
+}
+
+/// Two rows about one part at one minute that claim different quantities.
+pub fn ambiguous(rows: &[Row]) -> bool {
+    rows.iter().enumerate().any(|(i, a)| {
+        rows.iter().skip(i + 1).any(|b| {
+            a.part == b.part && a.observed_minute == b.observed_minute && a.quantity != b.quantity
+        })
+    })
 }
 
 /// The payload's identity under the source's rule: rows in order (`json-v1`) or sorted by their

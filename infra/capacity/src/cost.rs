@@ -210,6 +210,7 @@ impl<'w> Sim<'w> {
             correction_id: None,
             normalized_item: Some(item.clone()),
             recorded_at: Some(self.epoch_time),
+            delivery_recorded_at: Some(self.epoch_time),
             future_dated: false,
             item,
         }

@@ -3,7 +3,7 @@
 //! | record       | pk                     | sk       | gsi1 (item history)                    | gsi2 (lists)                     |
 //! |--------------|------------------------|----------|----------------------------------------|----------------------------------|
 //! | replay       | `DLV#{delivery_key}`   | `REPLAY` |                                        |                                  |
-//! | observation  | `OBS#{observation_id}` | `OBS`    | `ITEM#{tenant}#{item}`, `{observed}#{id}` |                                |
+//! | observation  | `OBS#{observation_id}` | `OBS`    | `ITEM#{tenant}#{item}`, `basis()`      |                                  |
 //! | run          | `RUN#{run_id}`         | `RUN`    |                                        |                                  |
 //! | quarantine   | `QUAR#{id}`            | `QUAR`   |                                        | `QUARANTINE#{tenant}`, `{at}#{id}` |
 //! | connector    | `CONNECTOR#{id}`       | `CONFIG` |                                        | `CONNECTORS#{tenant}`, `{id}`    |
@@ -192,14 +192,9 @@ pub fn observation_item(observation: &Observation) -> Result<Item, StoreError> {
             &observation.item,
         )),
     );
-    item.insert(
-        "gsi1sk".to_owned(),
-        s(format!(
-            "{}#{}",
-            observation.observed_at.sort_key(),
-            observation.observation_id
-        )),
-    );
+    // The projection order itself (`Observation::basis`), so that newest first in the index is
+    // newest first for the projector and the history route alike.
+    item.insert("gsi1sk".to_owned(), s(observation.basis()));
     Ok(item)
 }
 

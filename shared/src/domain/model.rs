@@ -143,6 +143,12 @@ pub struct Observation {
     /// correction wrote it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_at: Option<Timestamp>,
+    /// When its delivery was first recorded (the replay record's `first_attempt_at`: the same
+    /// for every row and chunk of the delivery epoch, kept by superseding copies). It orders
+    /// claims observed at the same instant (`basis`). Absent on observations stored before the
+    /// field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_recorded_at: Option<Timestamp>,
     /// Observed later than retrieved, beyond the connector's clock-skew tolerance: kept in
     /// history, never current.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -156,10 +162,24 @@ impl Observation {
         self.normalized_item.as_deref().unwrap_or(&self.item)
     }
 
-    /// `{observed_at fixed-width}#{observation_id}`: orders observations like the projection rule
-    /// (greatest `observed_at`, then greatest `observation_id`).
+    /// The projection order as one string (greatest is newest), also the item history's index
+    /// sort key (`gsi1sk`): `{observed_at}#r{delivery_recorded_at}#{observation_id}` (times
+    /// fixed-width), so that of two claims observed at the same instant the one whose delivery
+    /// was recorded later wins, and the id only decides between claims of one delivery.
+    /// An observation stored before `delivery_recorded_at` existed keeps the key it was stored
+    /// under, `{observed_at}#{observation_id}`: at the same instant it sorts below every claim
+    /// recorded since (`r` sorts after the `o` of `obs_`), and old ones among themselves by id,
+    /// as before. So stored index keys and projection rows stay valid as they are.
     pub fn basis(&self) -> String {
-        format!("{}#{}", self.observed_at.sort_key(), self.observation_id)
+        match self.delivery_recorded_at {
+            Some(recorded) => format!(
+                "{}#{RECORDED_MARK}{}#{}",
+                self.observed_at.sort_key(),
+                recorded.sort_key(),
+                self.observation_id
+            ),
+            None => format!("{}#{}", self.observed_at.sort_key(), self.observation_id),
+        }
     }
 
     pub fn source(&self) -> SourceRef {
@@ -170,6 +190,11 @@ impl Observation {
         }
     }
 }
+
+/// Marks the recorded time in a `basis`; it must sort after `o` (observation ids start with
+/// `obs_`), so that a claim recorded with its delivery's time ranks above, at the same instant,
+/// one stored before that time was kept.
+const RECORDED_MARK: char = 'r';
 
 /// A source: one supplier account of one connector, within a tenant.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -527,5 +552,89 @@ impl Observation {
             recorded_at: Some(at),
             ..self.clone()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(delivery: &str, recorded: Option<&str>) -> Observation {
+        let item = CanonicalItem::parse_key("AX-440-R2").unwrap();
+        let at = Timestamp::parse("2026-11-29T08:00:00Z").unwrap();
+        Observation {
+            observation_id: ObservationId::derive_for(delivery, 0, 0),
+            tenant: TenantId::parse("acme").unwrap(),
+            item: item.key(),
+            canonical_item: item,
+            connector: ConnectorId::parse("acme-eu").unwrap(),
+            source_account: SourceAccount::parse("ACC-1").unwrap(),
+            source_record: "AX-440-R2".into(),
+            delivery_key: delivery.into(),
+            identity_strength: IdentityStrength::Source,
+            epoch: 0,
+            row_index: 0,
+            quantity: 1,
+            quantity_basis: "each".into(),
+            price: Price::parse("1.00").unwrap(),
+            currency: "EUR".into(),
+            observed_at: at,
+            retrieved_at: at,
+            run_id: None,
+            artifact_key: String::new(),
+            artifact_sha256: String::new(),
+            dedup_confidence: DedupConfidence::WithinHorizon,
+            staged: false,
+            claim: CLAIM_SOURCE_REPORTED.into(),
+            verification: VERIFICATION_UNVERIFIED.into(),
+            superseded_by: None,
+            supersedes: None,
+            correction_id: None,
+            normalized_item: None,
+            recorded_at: None,
+            delivery_recorded_at: recorded.map(|t| Timestamp::parse(t).unwrap()),
+            future_dated: false,
+        }
+    }
+
+    #[test]
+    fn at_one_instant_the_later_recorded_delivery_ranks_higher_whatever_the_ids() {
+        // Pairs of deliveries in both id orders: the recorded time decides, never the id.
+        for n in 0..16 {
+            let (a, b) = (format!("k/a{n}"), format!("k/b{n}"));
+            let early = claim(&a, Some("2026-11-29T08:00:05Z"));
+            let late = claim(&b, Some("2026-11-29T08:00:05.000001Z"));
+            assert!(late.basis() > early.basis(), "{n}");
+            // Stored before the recorded time was kept: below every recorded claim, and old
+            // ones among themselves by id, exactly the key they were stored under.
+            let old = claim(&a, None);
+            assert!(late.basis() > old.basis() && early.basis() > old.basis());
+            assert_eq!(
+                old.basis(),
+                format!("2026-11-29T08:00:00.000000Z#{}", old.observation_id)
+            );
+        }
+        // A later instant wins whatever was recorded when.
+        let mut newer = claim("k/c", None);
+        newer.observed_at = Timestamp::parse("2026-11-29T08:00:01Z").unwrap();
+        assert!(newer.basis() > claim("k/d", Some("2030-01-01T00:00:00Z")).basis());
+        // The id decides within one delivery (same recorded time).
+        let (x, mut y) = (
+            claim("k/e", Some("2026-11-29T08:00:05Z")),
+            claim("k/e", Some("2026-11-29T08:00:05Z")),
+        );
+        y.observation_id = ObservationId::derive_for("k/e", 0, 1);
+        assert_eq!(x.basis() < y.basis(), x.observation_id < y.observation_id);
+    }
+
+    #[test]
+    fn a_superseding_copy_keeps_its_deliverys_recorded_time() {
+        let original = claim("k/f", Some("2026-11-29T08:00:05Z"));
+        let to = CanonicalItem::parse_key("AX-441").unwrap();
+        let copy = original.reattributed(&to, "c1", Timestamp::now());
+        assert_eq!(copy.delivery_recorded_at, original.delivery_recorded_at);
+        assert!(copy
+            .basis()
+            .starts_with("2026-11-29T08:00:00.000000Z#r2026-11-29T08:00:05"));
     }
 }

@@ -11,7 +11,7 @@ use crate::domain::money::Price;
 use crate::domain::reject::{RejectCode, Rejection};
 use crate::domain::timestamp::Timestamp;
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// One source claim about one item, before it gets its delivery-scoped identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +117,7 @@ fn read_json_page(
         .enumerate()
         .map(|(i, (row, bytes))| normalize_row(i, row, default_observed_at, bytes))
         .collect::<Result<Vec<_>, _>>()?;
+    refuse_ambiguous(&normalized)?;
     if rule.orders_rows_canonically() {
         // Stable sort: identical rows keep their relative order, and are identical anyway.
         normalized.sort_by(|a, b| a.canonical.cmp(&b.canonical));
@@ -174,10 +175,70 @@ fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<Normaliz
         let canonical = canonical_json::canonical_bytes(&row);
         normalized.push(normalize_row(index, &row, None, canonical)?);
     }
+    refuse_ambiguous(&normalized)?;
     if rule.orders_rows_canonically() {
         normalized.sort_by(|a, b| a.canonical.cmp(&b.canonical));
     }
     Ok(normalized)
+}
+
+/// Refuses a delivery in which two rows (`rows` in payload order) claim different things
+/// (quantity, unit, price as written, currency) about one canonical item at one instant: the
+/// projection could serve either, so neither is stored (`ambiguous_item`, naming both rows).
+/// One item at several instants is a history, and a row repeated exactly claims one thing:
+/// both are stored as sent.
+fn refuse_ambiguous(rows: &[NormalizedRow]) -> Result<(), Rejection> {
+    let mut first: HashMap<(String, Timestamp), (usize, &NormalizedRow)> = HashMap::new();
+    for (index, row) in rows.iter().enumerate() {
+        let key = (row.item.key(), row.observed_at);
+        match first.get(&key) {
+            None => {
+                first.insert(key, (index, row));
+            }
+            Some((earlier, claim)) if !same_claim(claim, row) => {
+                return Err(Rejection::new(
+                    RejectCode::AmbiguousItem,
+                    format!(
+                        "rows {earlier} and {index} both describe item {} observed at {} but \
+                         claim different offers ({}); refused as ambiguous",
+                        key.0,
+                        row.observed_at.to_rfc3339(),
+                        describe_difference(claim, row)
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn same_claim(a: &NormalizedRow, b: &NormalizedRow) -> bool {
+    (a.quantity, &a.quantity_basis, &a.price, &a.currency)
+        == (b.quantity, &b.quantity_basis, &b.price, &b.currency)
+}
+
+/// `quantity 5 vs 7, price 10.00 vs 11.00`: the fields that differ (each short: a number, a
+/// validated price of at most 30 characters, a currency code).
+fn describe_difference(a: &NormalizedRow, b: &NormalizedRow) -> String {
+    let mut parts = Vec::new();
+    if a.quantity != b.quantity {
+        parts.push(format!("quantity {} vs {}", a.quantity, b.quantity));
+    }
+    if a.price != b.price {
+        parts.push(format!(
+            "price {} vs {}",
+            a.price.as_str(),
+            b.price.as_str()
+        ));
+    }
+    if a.currency != b.currency {
+        parts.push(format!("currency {} vs {}", a.currency, b.currency));
+    }
+    if a.quantity_basis != b.quantity_basis {
+        parts.push(format!("unit {} vs {}", a.quantity_basis, b.quantity_basis));
+    }
+    parts.join(", ")
 }
 
 fn acme_export_rows<'n, 'a>(root: &'n Node<'a>) -> Result<&'n [Node<'a>], Rejection> {
@@ -231,11 +292,12 @@ fn cloudevents_rows<'n, 'a>(
         Some(value) => Some(
             value
                 .as_str()
-                .and_then(|t| Timestamp::parse(t).ok())
-                .ok_or_else(|| {
+                .ok_or_else(|| "not a string".to_owned())
+                .and_then(|t| Timestamp::parse(t).map_err(|e| e.to_string()))
+                .map_err(|why| {
                     Rejection::new(
                         RejectCode::InvalidPayload,
-                        "CloudEvent time is not RFC 3339",
+                        format!("CloudEvent time: {why}"),
                     )
                 })?,
         ),
@@ -321,6 +383,11 @@ fn normalize_row(
     })
 }
 
+/// The largest quantity accepted: 2^53 - 1, the largest integer every JSON reader keeps exact
+/// (a JavaScript client reads a larger one rounded). docs/decisions.md, "Supported ranges of
+/// stored values".
+pub const MAX_QUANTITY: u64 = (1 << 53) - 1;
+
 /// A number written as digits only, as `u64`.
 fn whole_number(value: &Node<'_>) -> Option<u64> {
     match value {
@@ -340,7 +407,9 @@ fn parse_quantity(value: Option<&Node<'_>>) -> Result<u64, String> {
     if literal.bytes().all(|b| b.is_ascii_digit()) {
         return literal
             .parse()
-            .map_err(|_| format!("quantity {literal} is too large"));
+            .ok()
+            .filter(|q| *q <= MAX_QUANTITY)
+            .ok_or_else(|| format!("quantity {literal} is larger than {MAX_QUANTITY}"));
     }
     // Negative: a minus sign before a mantissa that is not zero (`-0` and `-0.0` are not).
     let negative = literal.strip_prefix('-').is_some_and(|unsigned| {
@@ -454,6 +523,73 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.code, RejectCode::InvalidQuantity);
+    }
+
+    #[test]
+    fn two_different_claims_about_one_item_at_one_instant_are_ambiguous() {
+        let other = ROW.replace("AX-440-R2", "BX-1");
+        let more = ROW.replace("\"quantity\":6", "\"quantity\":7");
+        for rule in [
+            CanonicalizationRule::JsonV1,
+            CanonicalizationRule::JsonUnorderedRowsV1,
+        ] {
+            let err = normalize(
+                PayloadFormat::AcmeExportV1,
+                rule,
+                &page(&format!("{more},{other},{ROW}")),
+            )
+            .unwrap_err();
+            assert_eq!(err.code, RejectCode::AmbiguousItem);
+            // Rows as the payload numbers them, whatever the rule's order.
+            assert_eq!(
+                err.message,
+                "rows 0 and 2 both describe item AX-440-R2~each~new observed at \
+                 2026-11-29T08:00:00Z but claim different offers (quantity 7 vs 6); refused as \
+                 ambiguous"
+            );
+        }
+        let pricier = ROW.replace("820.00", "820.0");
+        assert_eq!(
+            code_of(&page(&format!("{ROW},{pricier}"))),
+            RejectCode::AmbiguousItem,
+            "a price written differently is another claim"
+        );
+        let csv = b"sku,quantity,unit,price,currency,observed_at\nAX-1,2,each,1.00,EUR,2026-11-29T08:00:00Z\nax-1,2,each,1.00,USD,2026-11-29T08:00:00Z\n";
+        let err = normalize(
+            PayloadFormat::CsvOffersV1,
+            CanonicalizationRule::BytesV1,
+            csv,
+        )
+        .unwrap_err();
+        assert_eq!(err.code, RejectCode::AmbiguousItem);
+        assert!(
+            err.message.contains("currency EUR vs USD"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn repeated_rows_and_one_item_at_several_instants_are_not_ambiguous() {
+        let later = ROW
+            .replace("08:00:00Z", "08:00:01Z")
+            .replace("\"quantity\":6", "\"quantity\":7");
+        let reel = ROW
+            .replace("\"each\"", "\"reel\"")
+            .replace("\"quantity\":6", "\"quantity\":7");
+        for rows in [
+            format!("{ROW},{ROW}"),
+            format!("{ROW},{later}"),
+            format!("{ROW},{reel}"),
+        ] {
+            let normalized = normalize(
+                PayloadFormat::AcmeExportV1,
+                CanonicalizationRule::JsonV1,
+                &page(&rows),
+            )
+            .unwrap();
+            assert_eq!(normalized.len(), 2, "{rows}");
+        }
     }
 
     #[test]

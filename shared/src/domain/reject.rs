@@ -22,6 +22,12 @@ pub enum RejectCode {
     UnknownCurrency,
     /// The body exceeds the connector's size limit.
     PayloadTooLarge,
+    /// Two rows claim different things about one item at one instant: which one the source
+    /// meant cannot be told.
+    AmbiguousItem,
+    /// Handling the message panicked: a defect of ours, not the supplier's. The message is kept
+    /// as the entry's evidence, and the other messages of its batch go on.
+    InternalError,
 }
 
 impl RejectCode {
@@ -35,6 +41,8 @@ impl RejectCode {
             Self::InvalidPrice => "invalid_price",
             Self::UnknownCurrency => "unknown_currency",
             Self::PayloadTooLarge => "payload_too_large",
+            Self::AmbiguousItem => "ambiguous_item",
+            Self::InternalError => "internal_error",
         }
     }
 }

@@ -67,6 +67,9 @@ pub(super) fn retrieved_minute(model: &Model) -> i64 {
     model.today * 24 * 60
 }
 
+/// 1-3 rows, at most one per (part, minute): a delivery naming one part twice at one instant
+/// would be ambiguous (refused), and a mutation (another quantity in its first row) must not
+/// make it so.
 pub(super) fn rows_strategy(now: i64) -> impl Strategy<Value = Vec<Row>> {
     prop::collection::vec(
         (0..PARTS.len(), 0u64..40, -600i64..12).prop_map(move |(part, quantity, offset)| Row {
@@ -76,6 +79,12 @@ pub(super) fn rows_strategy(now: i64) -> impl Strategy<Value = Vec<Row>> {
         }),
         1..=3,
     )
+    .prop_map(|rows| {
+        let mut seen = std::collections::BTreeSet::new();
+        rows.into_iter()
+            .filter(|r| seen.insert((r.part.clone(), r.observed_minute)))
+            .collect()
+    })
 }
 
 pub(super) fn layout_strategy() -> impl Strategy<Value = Layout> {

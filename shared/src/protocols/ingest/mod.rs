@@ -187,6 +187,23 @@ impl IngestService {
         .await
     }
 
+    /// Quarantines a message whose handling panicked (`internal_error`), with the message as
+    /// its evidence, so that it is kept and acknowledged instead of failing again on every
+    /// receive. The entry's id is the message's: a redelivery files the same entry.
+    pub async fn quarantine_internal_error(
+        &self,
+        message: &[u8],
+        panic: &str,
+    ) -> Result<IngestOutcome, IngestError> {
+        let envelope = DeliveryEnvelope::parse(message).ok();
+        let rejection = Rejection::new(
+            RejectCode::InternalError,
+            format!("handling the message failed on a defect of ours ({panic}); kept as evidence"),
+        );
+        self.reject(message, envelope.as_ref(), rejection, None)
+            .await
+    }
+
     async fn ingest_envelope(&self, envelope: &DeliveryEnvelope) -> Result<IngestOutcome, Failure> {
         let delivery = self.prepare(envelope).await?;
         tracing::Span::current().record("fingerprint", field::display(&delivery.fingerprint));
@@ -620,7 +637,9 @@ impl IngestService {
     /// source's identity rules give it (the observation then carries the correction's id; the
     /// row's own item stays in `normalized_item`, its sku in `source_record`). A row observed
     /// more than the connector's clock-skew tolerance after its retrieval is flagged
-    /// `future_dated` (kept, never current).
+    /// `future_dated` (kept, never current). Every observation carries the time its delivery
+    /// was first recorded (`delivery_recorded_at`, the same for every chunk and attempt of the
+    /// epoch), which orders it among claims observed at the same instant.
     fn observations(
         &self,
         record: &ReplayRecord,
@@ -672,6 +691,7 @@ impl IngestService {
                 correction_id,
                 normalized_item: Some(row.item.key()),
                 recorded_at: Some(now),
+                delivery_recorded_at: Some(record.first_attempt_at),
                 future_dated: row.observed_at > latest_plausible,
             })
             .collect()

@@ -102,4 +102,8 @@ pub enum IngestError {
     /// operator fixes the connector and redrives it.
     #[error("connector configuration refused: {0}")]
     ConnectorMisconfigured(#[from] ConnectorConfigError),
+    /// Handling the message panicked and so did quarantining it: the message alone is
+    /// redelivered, and ends in the dead-letter queue if it keeps failing.
+    #[error("handling the message panicked, and so did quarantining it: {0}")]
+    Panicked(String),
 }

@@ -1,7 +1,11 @@
 //! The current projection: per (tenant, item, connector, source account) the eligible observation
-//! with the greatest (`observed_at`, `observation_id`). It is always *recomputed* from
-//! observations, so applying a stream batch once, three times or backwards gives the same rows,
-//! and `rebuild` is the same computation run over everything.
+//! with the greatest (`observed_at`, `delivery_recorded_at`, `observation_id`): the newest claim,
+//! and of claims observed at the same instant the one whose delivery was recorded later (a
+//! supplier's correction sent after the claim it corrects); the id only decides between claims of
+//! one delivery. `Observation::basis` is that order as one string, and the item history's index
+//! is sorted by it, so the history pages the projector reads are in the order it decides by. It
+//! is always *recomputed* from observations, so applying a stream batch once, three times or
+//! backwards gives the same rows, and `rebuild` is the same computation run over everything.
 
 use crate::domain::connector::{ConnectorConfig, Publication};
 use crate::domain::ids::{ConnectorId, ObservationId, RunId, TenantId};

@@ -62,7 +62,8 @@ pub trait EvidenceReads: Send + Sync {
         ids: &[ObservationId],
         context: &ContextKeys,
     ) -> Result<(Vec<Observation>, ClaimContext), StoreError>;
-    /// `limit` observations of the item, newest (`observed_at`, `observation_id`) first.
+    /// `limit` observations of the item, newest first in the projection order
+    /// (`Observation::basis`: `observed_at`, then `delivery_recorded_at`, then `observation_id`).
     async fn item_history(
         &self,
         tenant: &TenantId,
