@@ -43,7 +43,11 @@ pub async fn serve(
         connections.spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let services = services.clone();
-                async move { Ok::<_, std::convert::Infallible>(handle(services, peer, request).await) }
+                async move {
+                    Ok::<_, std::convert::Infallible>(
+                        handle_isolated(services, peer, request).await,
+                    )
+                }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service);
@@ -91,6 +95,24 @@ fn principal(
 ) -> Option<Principal> {
     let token = headers.get("authorization")?.strip_prefix("Bearer ")?;
     tokens.get(token.trim()).cloned()
+}
+
+/// One request, isolated from the others: a panic while handling it is its `500
+/// internal_error` alone (`feedsafe::lambda::isolation`), as the functions answer in AWS.
+async fn handle_isolated(
+    services: Services,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let route = format!("{} {}", request.method(), request.uri().path());
+    match feedsafe::lambda::isolation::isolated(&route, handle(services, peer, request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            let answer = feedsafe::lambda::apigw::internal_error();
+            let body = serde_json::from_str(&answer.body).unwrap_or_default();
+            to_hyper(json(answer.status, body))
+        }
+    }
 }
 
 async fn handle(

@@ -31,9 +31,11 @@ pub(crate) async fn scheduler(
     sqs: aws_sdk_sqs::Client,
     [poller, sweeper]: [async_invoke::AsyncInvoke; 2],
     (pull_every, sweep_every): (Option<Duration>, Duration),
-    mut launches: mpsc::UnboundedReceiver<ConnectorId>,
+    launches: std::sync::Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ConnectorId>>>,
     stopped: watch::Receiver<bool>,
 ) {
+    // Held for the task's life; a run that panics drops it and its next run takes it again.
+    let mut launches = launches.lock().await;
     let mut last_pull = tokio::time::Instant::now();
     let mut last_sweep = tokio::time::Instant::now();
     let corrections = feedsafe::protocols::corrections::CorrectionService::new(

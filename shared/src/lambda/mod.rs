@@ -5,6 +5,7 @@
 
 pub mod apigw;
 pub mod config;
+pub mod isolation;
 pub mod metrics;
 pub mod s3;
 pub mod schedule;

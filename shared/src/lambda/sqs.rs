@@ -1,6 +1,7 @@
 //! SQS -> the ingest function: one batch at a time, with partial batch failures.
 
-use crate::protocols::ingest::{IngestOutcome, IngestService};
+use crate::lambda::isolation::{isolated, Panicked};
+use crate::protocols::ingest::{IngestError, IngestOutcome, IngestService};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn, Instrument};
@@ -78,8 +79,7 @@ pub async fn handle_sqs_batch_by(
             .unwrap_or_default();
         let span = tracing::info_span!("sqs_message", message_id = %message_id, receive_count = %receive_count);
         let body = message.body.unwrap_or_default();
-        match service
-            .ingest_message(body.as_bytes())
+        match ingest_isolated(service, &message_id, body.as_bytes(), &mut tally)
             .instrument(span.clone())
             .await
         {
@@ -107,6 +107,26 @@ pub async fn handle_sqs_batch_by(
     Ok(response)
 }
 
+/// One message, isolated from the others (`crate::lambda::isolation`): a panic while ingesting
+/// it quarantines it `internal_error` and acknowledges it; a panic or failure while quarantining
+/// it is this message's transient failure alone.
+async fn ingest_isolated(
+    service: &IngestService,
+    message_id: &str,
+    body: &[u8],
+    tally: &mut OutcomeTally,
+) -> Result<IngestOutcome, IngestError> {
+    let panic = match isolated(message_id, service.ingest_message(body)).await {
+        Ok(result) => return result,
+        Err(Panicked(panic)) => panic,
+    };
+    tally.panics += 1;
+    match isolated(message_id, service.quarantine_internal_error(body, &panic)).await {
+        Ok(result) => result,
+        Err(Panicked(again)) => Err(IngestError::Panicked(again)),
+    }
+}
+
 /// Per-batch counters, emitted as CloudWatch metrics (EMF) by the ingest function.
 #[derive(Default)]
 struct OutcomeTally {
@@ -116,6 +136,7 @@ struct OutcomeTally {
     rejected: u64,
     observations: u64,
     transient: u64,
+    panics: u64,
 }
 
 impl OutcomeTally {
@@ -139,6 +160,7 @@ impl OutcomeTally {
         m.count("RejectedInputs", self.rejected);
         m.count("ObservationsWritten", self.observations);
         m.count("TransientFailures", self.transient);
+        m.count("Panics", self.panics);
         m.emit("ingest");
     }
 }
