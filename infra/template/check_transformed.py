@@ -113,7 +113,9 @@ FUNCTION_CALLS = {
     "PollerFunction": {
         "dynamodb:GetItem", "dynamodb:UpdateItem", "sqs:SendMessage", "s3:PutObject",
     },
-    "DropsFunction": {"dynamodb:GetItem", "sqs:SendMessage"},
+    "DropsFunction": {
+        "dynamodb:GetItem", "sqs:SendMessage", "s3:GetObject", "s3:GetObjectVersion",
+    },
 }
 
 # Partition-key prefixes (docs/item-schema.md) a function's statements on a table must be

@@ -94,8 +94,10 @@ fn page_key(export_id: &str, page: usize) -> String {
     format!("demo/{PULLS}/ACC-1/{export_id}/{page}")
 }
 
-fn drop_key(file: &str, version: &str) -> String {
-    format!("demo/{DROPS}/ACC-FILES/{file}@{version}")
+/// A drop is named by its file name and the sha256 of its bytes.
+fn drop_key(file: &str, body: &[u8]) -> String {
+    let digest = feedsafe::domain::hashing::sha256_hex(body);
+    format!("demo/{DROPS}/ACC-FILES/{file}@sha256:{digest}")
 }
 
 /// What the senders did, for the model.
@@ -329,6 +331,7 @@ async fn drop_sender(
         let rows = rows(&mut rng, n, 3, roll >= 90);
         let body = csv_file(&rows);
         let size = body.len() as u64;
+        let key = drop_key(&file, &body);
         let version = env
             .clients
             .s3
@@ -342,7 +345,7 @@ async fn drop_sender(
             .version_id
             .expect("a versioned bucket");
         let mut s = sent.lock().unwrap();
-        s.acknowledged(drop_key(&file, &version), DROPS, &rows);
+        s.acknowledged(key, DROPS, &rows);
         s.dropped.push((file, version, size));
     }
 }

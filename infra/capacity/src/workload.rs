@@ -347,7 +347,9 @@ fn new_delivery(
         let rows = (0..p.drop_rows.min(supplier.len))
             .map(|r| supplier.offset + (start + r) % supplier.len)
             .collect();
-        let id = SourceDeliveryId::file_version(&file, &format!("v{serial}"));
+        // Named by file name and content; each generated file has content of its own.
+        let content = feedsafe::domain::hashing::sha256(format!("v{serial}").as_bytes());
+        let id = SourceDeliveryId::file_content(&file, &content);
         (Kind::Drop { file }, id, rows)
     } else if draw < p.drop_share + p.page_share {
         let mean = (p.page_rows.0 + p.page_rows.1) / 2;

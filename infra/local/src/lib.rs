@@ -23,6 +23,7 @@ pub mod queue_files;
 pub mod resources;
 mod schedule;
 pub mod stream_source;
+mod supervise;
 
 use crate::events::StreamReader;
 use crate::fake_supplier::{FakeSupplier, FakeSupplierHandle};
@@ -365,7 +366,12 @@ pub async fn start_stack(
             clock.clone(),
         )),
         pull,
-        drops: DropService::new(evidence.clone(), queue, clock),
+        drops: DropService::new(
+            evidence.clone(),
+            queue,
+            Arc::new(S3ArtifactStore::new(clients.s3.clone(), &bucket)),
+            clock,
+        ),
         tokens: Arc::new(load_tokens(&options.tokens_file)?),
         api: Arc::new(apigw::ApiRoutes::from_template(
             &template_spec::read_template(&template_spec::template_path())?.document,
@@ -406,13 +412,24 @@ pub async fn start_stack(
     // function instance; locally, `INGEST_POLLERS` share this process.
     let mut pollers = Vec::new();
     for _ in 0..INGEST_POLLERS {
-        pollers.push(tokio::spawn(sqs_poller(
+        let (sqs, queue, ingest) = (
             clients.sqs.clone(),
             ingest_queue.clone(),
             services.ingest.clone(),
-            ingest_batch_size(),
-            options.visibility_override,
-            phases.clone(),
+        );
+        let (visibility, phases) = (options.visibility_override, phases.clone());
+        pollers.push(tokio::spawn(supervise::supervised(
+            "ingest poller",
+            move || {
+                sqs_poller(
+                    sqs.clone(),
+                    queue.clone(),
+                    ingest.clone(),
+                    ingest_batch_size(),
+                    visibility,
+                    phases.clone(),
+                )
+            },
         )));
     }
     let failure_queue = resources
@@ -426,13 +443,20 @@ pub async fn start_stack(
     }
     let spec = template_spec::read_template(&template_spec::template_path())?;
     let stream_settings = StreamSourceSettings::from_template(&spec.document)?;
-    let stream = Some(tokio::spawn(stream_poller(
-        stream,
-        stream_settings,
-        services.projector.clone(),
-        clients.sqs.clone(),
-        failure_queue,
-        phases,
+    let stream = Arc::new(tokio::sync::Mutex::new(stream));
+    let (projector, sqs) = (services.projector.clone(), clients.sqs.clone());
+    let stream = Some(tokio::spawn(supervise::supervised(
+        "stream reader",
+        move || {
+            stream_poller(
+                stream.clone(),
+                stream_settings.clone(),
+                projector.clone(),
+                sqs.clone(),
+                failure_queue.clone(),
+                phases.clone(),
+            )
+        },
     )));
     let drop_events = drop_trigger::subscribe_to_drops(&clients, &resources, &bucket).await?;
     if let Some(dir) = &options.data_dir {
@@ -447,22 +471,43 @@ pub async fn start_stack(
     let invoke = |function: &str| {
         async_invoke::AsyncInvoke::from_template(&spec.document, function, &resources)
     };
-    intake.push(tokio::spawn(drop_trigger::drops_watcher(
+    let (drops_clients, drops, drops_invoke) = (
         clients.clone(),
-        drop_events,
-        bucket,
         services.drops.clone(),
         invoke("DropsFunction")?,
-        options.visibility_override.unwrap_or(5),
-        stopped.clone(),
+    );
+    let (drops_visibility, drops_stopped) =
+        (options.visibility_override.unwrap_or(5), stopped.clone());
+    intake.push(tokio::spawn(supervise::supervised(
+        "drop watcher",
+        move || {
+            drop_trigger::drops_watcher(
+                drops_clients.clone(),
+                drop_events.clone(),
+                bucket.clone(),
+                drops.clone(),
+                drops_invoke.clone(),
+                drops_visibility,
+                drops_stopped.clone(),
+            )
+        },
     )));
-    intake.push(tokio::spawn(schedule::scheduler(
-        services.clone(),
-        clients.sqs.clone(),
-        [invoke("PollerFunction")?, invoke("SweeperFunction")?],
-        (options.pull_every, options.sweep_every),
-        launches,
-        stopped,
+    let (schedule_services, schedule_sqs) = (services.clone(), clients.sqs.clone());
+    let invokes = [invoke("PollerFunction")?, invoke("SweeperFunction")?];
+    let every = (options.pull_every, options.sweep_every);
+    let launches = Arc::new(tokio::sync::Mutex::new(launches));
+    intake.push(tokio::spawn(supervise::supervised(
+        "scheduler",
+        move || {
+            schedule::scheduler(
+                schedule_services.clone(),
+                schedule_sqs.clone(),
+                invokes.clone(),
+                every,
+                launches.clone(),
+                stopped.clone(),
+            )
+        },
     )));
     info!(%http, supplier = %supplier.port(), "local stack up");
     Ok(Stack {
@@ -582,13 +627,15 @@ fn feedsafe_error<E: std::error::Error>(e: &E) -> String {
 /// record that fails `MaximumRetryAttempts` retries is reported to the on-failure queue, then
 /// passed. Without an on-failure queue (or when the send fails) it is retried, never dropped.
 async fn stream_poller(
-    mut stream: StreamReader,
+    stream: Arc<tokio::sync::Mutex<StreamReader>>,
     settings: StreamSourceSettings,
     projector: Projector,
     sqs: aws_sdk_sqs::Client,
     failure_queue: Option<String>,
     phase: watch::Receiver<Phase>,
 ) {
+    // Held for the task's life; a run that panics drops it and its next run takes it again.
+    let mut stream = stream.lock().await;
     let stopped = || *phase.borrow() == Phase::Stopped;
     while !stopped() {
         let settling = *phase.borrow() == Phase::Settling;

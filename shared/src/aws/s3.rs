@@ -4,6 +4,7 @@ use crate::domain::hashing::{base64_encode, hex, sha256};
 use crate::protocols::ports::{ArtifactError, ArtifactMeta, ArtifactStore, ArtifactWrite};
 use async_trait::async_trait;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::operation::get_object::GetObjectOutput;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ChecksumMode;
 use aws_sdk_s3::Client;
@@ -148,6 +149,66 @@ impl ArtifactStore for S3ArtifactStore {
         version_id: Option<&str>,
         limit: u64,
     ) -> Result<Vec<u8>, ArtifactError> {
+        let out = self.get_within(bucket, key, version_id, limit).await?;
+        let bytes = out
+            .body
+            .collect()
+            .await
+            .map_err(unavailable("read object body"))?
+            .into_bytes();
+        if bytes.len() as u64 > limit {
+            return Err(ArtifactError::TooLarge {
+                key: key.to_owned(),
+                size: bytes.len() as u64,
+                limit,
+            });
+        }
+        Ok(bytes.to_vec())
+    }
+
+    /// Hashes the body chunk by chunk as it arrives: never more than one chunk in memory.
+    async fn sha256_of(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+        limit: u64,
+    ) -> Result<[u8; 32], ArtifactError> {
+        use sha2::{Digest, Sha256};
+        let mut body = self.get_within(bucket, key, version_id, limit).await?.body;
+        let mut hasher = Sha256::new();
+        let mut read: u64 = 0;
+        while let Some(chunk) = body
+            .try_next()
+            .await
+            .map_err(unavailable("read object body"))?
+        {
+            read = read.saturating_add(chunk.len() as u64);
+            if read > limit {
+                return Err(ArtifactError::TooLarge {
+                    key: key.to_owned(),
+                    size: read,
+                    limit,
+                });
+            }
+            hasher.update(&chunk);
+        }
+        let mut digest = [0u8; 32];
+        digest.copy_from_slice(&hasher.finalize());
+        Ok(digest)
+    }
+}
+
+impl S3ArtifactStore {
+    /// GetObject of a claim-checked body or a dropped file (that version, when given); refused
+    /// as `TooLarge` when S3 reports more than `limit` bytes, before the body is read.
+    async fn get_within(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+        limit: u64,
+    ) -> Result<GetObjectOutput, ArtifactError> {
         let out = self
             .client
             .get_object()
@@ -170,19 +231,6 @@ impl ArtifactStore for S3ArtifactStore {
                 limit,
             });
         }
-        let bytes = out
-            .body
-            .collect()
-            .await
-            .map_err(unavailable("read object body"))?
-            .into_bytes();
-        if bytes.len() as u64 > limit {
-            return Err(ArtifactError::TooLarge {
-                key: key.to_owned(),
-                size: bytes.len() as u64,
-                limit,
-            });
-        }
-        Ok(bytes.to_vec())
+        Ok(out)
     }
 }

@@ -55,7 +55,9 @@ pub enum IdentityRule {
     CloudEventsSourceId,
     /// The Standard Webhooks `webhook-id` header, else the fallback.
     WebhookId,
-    /// File name plus object version.
+    /// File drops: file name plus the sha256 of the content (a file too large to read: plus
+    /// its object version). The name is older than the content rule; docs/decisions.md
+    /// ("File drops").
     FileVersion,
 }
 

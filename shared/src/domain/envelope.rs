@@ -34,7 +34,8 @@ pub struct DeliveryIdentity {
     /// The source's name for the delivery, e.g. `EXP-8821/2` or `urn:acme:events/evt-1`.
     pub id: SourceDeliveryId,
     pub strength: IdentityStrength,
-    /// Where the id came from: `export_page`, `cloudevents`, `webhook_id`, `file_version`, `fallback`.
+    /// Where the id came from: `export_page`, `cloudevents`, `webhook_id`, `file_content`,
+    /// `file_version`, `fallback`.
     pub basis: String,
 }
 

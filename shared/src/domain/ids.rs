@@ -237,13 +237,25 @@ impl SourceDeliveryId {
         Self::parse(&format!("{export_id}/{page}"))
     }
 
-    /// A dropped file: `{file}@{version}` with `%` and `@` percent-encoded inside the version
-    /// only, so the last `@` separates the two (`prices.csv@v1`). When that is not a valid id:
-    /// `file-{sha256 hex}` over both fields as netstrings; it holds no `@`, so it never equals a
-    /// readable one.
+    /// A dropped file by its content: `{file}@sha256:{hex}` (`prices.csv@sha256:9f86…`). The
+    /// hex holds no `@`, so the last `@` separates the two, whatever `@` the name holds. When
+    /// that is not a valid id: `file-{sha256 hex}` over (`file_content`, file, hex) as
+    /// netstrings; it holds no `@`, so it never equals a readable one.
+    pub fn file_content(file: &str, content_sha256: &[u8; 32]) -> Self {
+        let content = crate::domain::hashing::hex(content_sha256);
+        Self::parse(&format!("{file}@sha256:{content}"))
+            .unwrap_or_else(|_| Self::digest("file-", &["file_content", file, &content]))
+    }
+
+    /// A dropped file by its object version, for a file that is not read (larger than its
+    /// connector accepts): `{file}@version:{version}` with `%` and `@` percent-encoded inside
+    /// the version only, so the last `@` separates the two (`prices.csv@version:v1`). After
+    /// that `@` it says `version:` where [`Self::file_content`] says `sha256:`, so the two never
+    /// meet. When that is not a valid id: `file-{sha256 hex}` over (`file_version`, file,
+    /// version) as netstrings; it holds no `@`.
     pub fn file_version(file: &str, version: &str) -> Self {
         Self::parse(&format!(
-            "{file}@{}",
+            "{file}@version:{}",
             escape_component(version, FILE_VERSION_ESCAPES)
         ))
         .unwrap_or_else(|_| Self::digest("file-", &["file_version", file, version]))
@@ -280,7 +292,8 @@ impl SourceDeliveryId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IdentityStrength {
-    /// A producer event id, export/snapshot token plus page, `webhook-id`, or file name plus version.
+    /// A producer event id, export/snapshot token plus page, `webhook-id`, or file name plus
+    /// content (or version, for a file too large to read).
     Source,
     /// Derived from stable fields because the source gave no id: weaker evidence.
     Fallback,
@@ -452,13 +465,53 @@ mod tests {
     #[test]
     fn file_identities_are_readable_and_unambiguous() {
         let file = |name: &str, version: &str| SourceDeliveryId::file_version(name, version);
-        assert_eq!(file("prices.csv", "v1").as_str(), "prices.csv@v1");
-        assert_eq!(file("a@b", "c").as_str(), "a@b@c");
-        assert_eq!(file("a", "b@c").as_str(), "a@b%40c");
+        assert_eq!(file("prices.csv", "v1").as_str(), "prices.csv@version:v1");
+        assert_eq!(file("a@b", "c").as_str(), "a@b@version:c");
+        assert_eq!(file("a", "b@c").as_str(), "a@version:b%40c");
         assert_ne!(file("a", "b%40c"), file("a", "b@c"));
         let spaced = file("price list.csv", "v1");
         assert!(spaced.as_str().starts_with("file-") && !spaced.as_str().contains('@'));
         assert_ne!(spaced, file("price list.csv", "v2"));
+    }
+
+    #[test]
+    fn content_identities_are_readable_and_unambiguous() {
+        use crate::domain::hashing::{hex, sha256};
+        let content = |name: &str, body: &[u8]| SourceDeliveryId::file_content(name, &sha256(body));
+        let digest = hex(&sha256(b"x"));
+        assert_eq!(
+            content("prices.csv", b"x").as_str(),
+            format!("prices.csv@sha256:{digest}")
+        );
+        // Same name and bytes: the same id; other bytes or another name: another one.
+        assert_eq!(content("prices.csv", b"x"), content("prices.csv", b"x"));
+        assert_ne!(content("prices.csv", b"x"), content("prices.csv", b"y"));
+        assert_ne!(content("prices.csv", b"x"), content("prices2.csv", b"x"));
+        // An `@` in the name cannot move the boundary: the hex after the last `@` holds none.
+        assert_eq!(
+            content("a@b", b"x").as_str(),
+            format!("a@b@sha256:{digest}")
+        );
+        let named_like_an_id = format!("a@sha256:{digest}");
+        assert_ne!(content(&named_like_an_id, b"y"), content("a", b"x"));
+        // Never equal to the version form, readable or not.
+        assert_ne!(
+            content("a", b"x"),
+            SourceDeliveryId::file_version("a", &format!("sha256:{digest}"))
+        );
+        let spaced = content("price list.csv", b"x");
+        assert!(spaced.as_str().starts_with("file-") && !spaced.as_str().contains('@'));
+        assert_ne!(spaced, content("price list.csv", b"y"));
+        assert_ne!(
+            spaced,
+            SourceDeliveryId::digest("file-", &["file_version", "price list.csv", &digest])
+        );
+        // A name too long for the readable form is named by its digest.
+        let long = "f".repeat(512 - 72);
+        assert!(content(&long, b"x").as_str().ends_with(&digest));
+        assert!(content(&format!("{long}f"), b"x")
+            .as_str()
+            .starts_with("file-"));
     }
 
     /// The encoder `ids` had before it used `percent-encoding`, and the ids it made.
@@ -480,11 +533,13 @@ mod tests {
             SourceDeliveryId::parse(&format!("{source}/{}", hand_written_escape(id, '/')))
                 .unwrap_or_else(|_| SourceDeliveryId::digest("ce-", &["cloudevents", source, id]))
         };
+        // The version form now says `version:` after its `@`; the escaping is unchanged.
         let before_file_version = |file: &str, version: &str| {
-            SourceDeliveryId::parse(&format!("{file}@{}", hand_written_escape(version, '@')))
-                .unwrap_or_else(|_| {
-                    SourceDeliveryId::digest("file-", &["file_version", file, version])
-                })
+            SourceDeliveryId::parse(&format!(
+                "{file}@version:{}",
+                hand_written_escape(version, '@')
+            ))
+            .unwrap_or_else(|_| SourceDeliveryId::digest("file-", &["file_version", file, version]))
         };
         // Every string of up to 4 characters over separators, escapes, hex digits, a space, a
         // control character and non-ASCII ones, as the second field.

@@ -65,8 +65,8 @@ pub(super) async fn webhook_http(world: &World, file: &str, event: Value) {
     assert_eq!(observations[0]["quantity"], 6);
 }
 
-/// drops-s3: a CSV file dropped under `drops/acme-files/` becomes one delivery, its body read
-/// from that object version.
+/// drops-s3: a CSV file dropped under `drops/acme-files/` becomes one delivery named by its
+/// name and content, its body read from that object version.
 pub(super) async fn drops_s3(world: &World, file: &str, mut event: Value) {
     let object = &event["Records"][0]["s3"]["object"];
     let key = object["key"].as_str().expect("object key").to_owned();
@@ -102,7 +102,10 @@ pub(super) async fn drops_s3(world: &World, file: &str, mut event: Value) {
     let keys = feedsafe::lambda::s3::handle_s3_event(&world.drops(), event)
         .await
         .expect("drop enqueued");
-    let delivery_key = format!("demo/acme-files/ACC-FILES/offers-2026-11-29.csv@{version}");
+    let delivery_key = format!(
+        "demo/acme-files/ACC-FILES/offers-2026-11-29.csv@sha256:{}",
+        feedsafe::domain::hashing::sha256_hex(DROPPED_CSV)
+    );
     assert_eq!(keys, vec![delivery_key.clone()]);
     let messages = world.receive(1).await;
     world.ingest_messages(&messages).await;

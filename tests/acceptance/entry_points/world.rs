@@ -142,6 +142,10 @@ impl World {
         feedsafe::intake::drops::DropService::new(
             self.connectors(Duration::from_secs(30)),
             self.queue.clone(),
+            Arc::new(S3ArtifactStore::new(
+                self.env.clients.s3.clone(),
+                &self.env.bucket,
+            )),
             Arc::new(SystemClock),
         )
     }

@@ -196,7 +196,7 @@ async fn the_local_sqs_source_redelivers_only_failed_messages_and_dead_letters_a
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_file_dropped_twice_with_one_version_is_one_delivery_and_a_new_version_is_another() {
+async fn a_file_notified_twice_is_one_delivery_and_a_changed_file_is_another() {
     let env = spawn_env(true).await;
     let stack = stack(&env).await;
     let csv = b"sku,quantity,unit,price,currency,observed_at\nFD-1,5,each,3.20,EUR,2026-11-29T08:00:00Z\n".to_vec();
@@ -216,7 +216,14 @@ async fn a_file_dropped_twice_with_one_version_is_one_delivery_and_a_new_version
         }
     };
     let v1 = put(csv.clone()).await;
-    let key_v1 = format!("demo/acme-files/ACC-FILES/prices.csv@{v1}");
+    // A drop is named by its file name and content (docs/envelope.md).
+    let key_of = |body: &[u8]| {
+        format!(
+            "demo/acme-files/ACC-FILES/prices.csv@sha256:{}",
+            feedsafe::domain::hashing::sha256_hex(body)
+        )
+    };
+    let key_v1 = key_of(&csv);
     wait_until("the dropped file's delivery", || async {
         env.replay(&key_v1).await.is_some()
     })
@@ -236,10 +243,12 @@ async fn a_file_dropped_twice_with_one_version_is_one_delivery_and_a_new_version
     .await;
     assert_eq!(history(&stack, "FD-1").await.len(), 1, "one delivery");
 
-    // A new version of the file is a new delivery.
-    let v2 = put(csv.clone()).await;
+    // Changed content under the same name is a new delivery (the same bytes again would be a
+    // replay: intake::drops).
+    let changed = b"sku,quantity,unit,price,currency,observed_at\nFD-1,6,each,3.20,EUR,2026-11-29T08:05:00Z\n".to_vec();
+    let v2 = put(changed.clone()).await;
     assert_ne!(v1, v2);
-    let key_v2 = format!("demo/acme-files/ACC-FILES/prices.csv@{v2}");
+    let key_v2 = key_of(&changed);
     wait_until("the new version's delivery", || async {
         env.replay(&key_v2).await.is_some()
     })

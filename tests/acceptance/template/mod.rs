@@ -1,10 +1,12 @@
 //! The template's shapes, read as written (`template.yaml` through `template-spec`) and after
 //! the SAM transform (`infra/template/check_transformed.py`). Helpers here; the checks by topic:
 //! `resources` (local resources and production settings), `privilege` (execution roles and
-//! policies), `retention` (lifecycle rules of the raw bucket), `deploy` (parameters, samconfig,
-//! log groups, alarms), `functions` (asynchronous invocation, JSON logs).
+//! policies; `ingest_calls` and `drops_calls`: against the calls the code makes), `retention`
+//! (lifecycle rules of the raw bucket), `deploy` (parameters, samconfig, log groups, alarms),
+//! `functions` (asynchronous invocation, JSON logs).
 
 mod deploy;
+mod drops_calls;
 mod functions;
 mod ingest_calls;
 mod privilege;
