@@ -306,7 +306,7 @@ pub async fn run() -> Result<()> {
     let c = client.clone();
     let history = tokio::task::spawn_blocking(move || c.history("AX-440-R2")).await??;
     table(
-        "2. The same export announced again (lost acknowledgement) -> the closed run pulls nothing, no new observation",
+        "2. The same export announced again (lost acknowledgement) -> the closed run is not reopened, its pages replay, no new observation",
         &[
             "run",
             "run was",

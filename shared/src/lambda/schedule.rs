@@ -39,6 +39,7 @@ pub async fn handle_pull_schedule(
         run_id = %report.run_id,
         export_id = %report.export_id,
         enqueued = report.enqueued.len(),
+        compared = report.compared.len(),
         failed = report.failed.len(),
         "pull finished"
     );

@@ -2,10 +2,12 @@
 
 use super::{to_json, OpsError, OpsResult, OpsService, PRESIGN_SECONDS};
 use crate::domain::ids::{ObservationId, RunId};
-use crate::intake::poller::PullError;
+use crate::domain::model::RunStatus;
+use crate::intake::poller::{ExportRun, PullError};
 use crate::protocols::projection::EvidenceReads;
 use crate::protocols::query::Principal;
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 use tracing::warn;
 
 impl OpsService {
@@ -166,17 +168,14 @@ impl OpsService {
         let located = pull.service.locate(&config.connector).await;
         match located {
             Ok(export) => {
-                let existing = self.evidence.run(export.run_id.as_str()).await?;
+                // What the pull will find, read before it is launched and can change it.
+                let body = self.run_start_answer(&export).await?;
                 pull.launcher.launch(&config.connector).await.map_err(|e| {
                     OpsError::Unavailable {
                         public: "the pull run could not be started; retry",
                         internal: format!("launching the pull of {}: {e:#}", config.connector),
                     }
                 })?;
-                let mut body = to_json(&export);
-                body["status"] = json!("started");
-                body["run_status"] = json!(existing.and_then(|r| r.status));
-                body["run"] = json!(format!("/v1/runs/{}", export.run_id));
                 Ok((202, body))
             }
             Err(PullError::UnknownConnector(id)) => {
@@ -200,5 +199,38 @@ impl OpsService {
             }
             Err(PullError::Store(e)) => Err(e.into()),
         }
+    }
+
+    /// The `POST /v1/connectors/{id}/runs` answer for `export`: `started` (a new run),
+    /// `resumed` (a run still `RUNNING`), `already_complete` or `already_incomplete` (a settled
+    /// run, never reopened). The pull sends every page to ingest; the pages the run has
+    /// committed (`pages_to_compare`) are compared there with what was stored, asynchronously,
+    /// and a changed one becomes a `replay_payload_mismatch` quarantine entry under its
+    /// delivery key; the others (`pages_to_commit`) are stored.
+    async fn run_start_answer(&self, export: &ExportRun) -> Result<Value, OpsError> {
+        let run_id = export.run_id.as_str();
+        let existing = self.evidence.run(run_id).await?;
+        let committed = match &existing {
+            Some(_) => self.evidence.run_pages(run_id).await?.committed(),
+            None => BTreeSet::new(),
+        };
+        let run_status = existing.as_ref().and_then(|r| r.status);
+        let status = match (&existing, run_status) {
+            (None, _) => "started",
+            (Some(_), Some(RunStatus::Complete)) => "already_complete",
+            (Some(_), Some(RunStatus::Incomplete)) => "already_incomplete",
+            (Some(_), _) => "resumed",
+        };
+        let to_compare = committed.range(1..=export.page_count).count();
+        let to_commit = usize::try_from(export.page_count)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(to_compare);
+        let mut body = to_json(export);
+        body["status"] = json!(status);
+        body["run_status"] = json!(run_status);
+        body["pages_to_compare"] = json!(to_compare);
+        body["pages_to_commit"] = json!(to_commit);
+        body["run"] = json!(format!("/v1/runs/{run_id}"));
+        Ok(body)
     }
 }

@@ -7,6 +7,11 @@
 //! The run is recorded (pages requested, page count, deadline, credential reference) before any
 //! page is enqueued; a page that cannot be fetched after `max_attempts` is reported and not
 //! enqueued, so the run stays incomplete and the sweeper names the missing page.
+//!
+//! An export whose run is already settled (`COMPLETE`, `INCOMPLETE`) is not reopened, but every
+//! page is still fetched and enqueued: ingest compares each page it already stored with the one
+//! fetched now, so a supplier re-publishing the export with changed content is quarantined
+//! (`replay_payload_mismatch`) rather than lost.
 
 use crate::domain::connector::{ConnectorConfig, ConnectorConfigError, IdentityRule, PullSettings};
 use crate::domain::envelope::RunPage;
@@ -16,6 +21,7 @@ use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
 use crate::protocols::ports::{Clock, ConnectorDirectory, StoreError};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn, Instrument};
@@ -123,11 +129,17 @@ pub struct PullReport {
     pub enqueued: Vec<u32>,
     /// Pages not enqueued, with the reason; the run stays incomplete until they are.
     pub failed: Vec<(u32, String)>,
-    /// Set when the export's run was already settled: `COMPLETE` (nothing is enqueued again)
-    /// or `INCOMPLETE` (only its missing pages are fetched and enqueued; it stays INCOMPLETE
-    /// until they commit, which completes it).
+    /// Set when the export's run was already settled (`COMPLETE` or `INCOMPLETE`). It is not
+    /// reopened: every page is still enqueued, so that ingest compares each committed page with
+    /// what it stored (see `compared`); a missing page of an `INCOMPLETE` run commits and, once
+    /// all have, completes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_was: Option<RunStatus>,
+    /// Enqueued pages the settled run had already committed: ingest compares each with the
+    /// payload stored under its delivery key (the same one is a counted replay, another one a
+    /// `replay_payload_mismatch` quarantine entry). Asynchronous: the outcome is ingest's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compared: Vec<u32>,
 }
 
 /// The fields of an export page the poller reads; the rows are ingest's business.
@@ -260,23 +272,7 @@ impl PullService {
         page_count: u32,
         first: Vec<u8>,
     ) -> Result<PullReport, PullError> {
-        let now = self.clock.now();
-        let deadline_seconds = i64::try_from(settings.run_deadline_seconds).unwrap_or(i64::MAX);
-        let run = Run {
-            run_id: run_id.clone(),
-            tenant: config.tenant.clone(),
-            connector: config.connector.clone(),
-            status: None,
-            credential_ref: Some(settings.credential_ref.clone()),
-            started_at: Some(now),
-            deadline: Some(now.unix_seconds().saturating_add(deadline_seconds)),
-            page_count: Some(page_count),
-            pages_seen: 0,
-            missing_pages: Vec::new(),
-            missing_count: 0,
-            completed_at: None,
-            updated_at: now,
-        };
+        let run = self.run_record(config, settings, &run_id, page_count);
         let mut report = PullReport {
             run_id,
             export_id,
@@ -284,33 +280,15 @@ impl PullService {
             enqueued: Vec::new(),
             failed: Vec::new(),
             run_was: None,
+            compared: Vec::new(),
         };
-        // A settled run is never reopened: a complete export is not enqueued again (each page
-        // would only replay), an incomplete one gets its missing pages only.
-        let wanted: Vec<u32> = match self.ledger.start_run(&run).await? {
-            RunStart::Open => {
-                info!(page_count, "run started");
-                (1..=page_count).collect()
-            }
-            RunStart::Closed { status, committed } => {
-                report.run_was = Some(status);
-                let missing: Vec<u32> = (1..=page_count)
-                    .filter(|p| !committed.contains(p))
-                    .collect();
-                info!(
-                    ?status,
-                    missing = missing.len(),
-                    "run already settled; only its missing pages are pulled"
-                );
-                if status == RunStatus::Complete {
-                    Vec::new()
-                } else {
-                    missing
-                }
-            }
-        };
-        let mut first = Some(first).filter(|_| wanted.first() == Some(&1));
-        for page in wanted {
+        let committed = self.start_or_find_run(&run, &mut report).await?;
+        // Every page is enqueued, whatever the run's state: a page already committed under its
+        // delivery key is compared there by ingest (the same payload is a counted replay, a
+        // changed one a `replay_payload_mismatch` quarantine entry); a settled run is never
+        // reopened by it.
+        let mut first = Some(first);
+        for page in 1..=page_count {
             let body = match first.take() {
                 Some(body) => body,
                 None => match self.fetch_with_retries(settings, page).await {
@@ -324,7 +302,12 @@ impl PullService {
                 },
             };
             match self.enqueue_page(config, &report, page, &body).await {
-                Ok(()) => report.enqueued.push(page),
+                Ok(()) => {
+                    report.enqueued.push(page);
+                    if committed.contains(&page) {
+                        report.compared.push(page);
+                    }
+                }
                 Err(reason) => {
                     warn!(page, reason = %reason, "export page not enqueued");
                     report.failed.push((page, reason));
@@ -333,10 +316,62 @@ impl PullService {
         }
         info!(
             enqueued = report.enqueued.len(),
+            compared = report.compared.len(),
             failed = report.failed.len(),
             "run pages handed to the ingest queue"
         );
         Ok(report)
+    }
+
+    /// The run record written before any page is enqueued.
+    fn run_record(
+        &self,
+        config: &ConnectorConfig,
+        settings: &PullSettings,
+        run_id: &RunId,
+        page_count: u32,
+    ) -> Run {
+        let now = self.clock.now();
+        let deadline_seconds = i64::try_from(settings.run_deadline_seconds).unwrap_or(i64::MAX);
+        Run {
+            run_id: run_id.clone(),
+            tenant: config.tenant.clone(),
+            connector: config.connector.clone(),
+            status: None,
+            credential_ref: Some(settings.credential_ref.clone()),
+            started_at: Some(now),
+            deadline: Some(now.unix_seconds().saturating_add(deadline_seconds)),
+            page_count: Some(page_count),
+            pages_seen: 0,
+            missing_pages: Vec::new(),
+            missing_count: 0,
+            completed_at: None,
+            updated_at: now,
+        }
+    }
+
+    /// Starts the run, or finds it settled (left untouched, `report.run_was` set). The pages
+    /// the run has committed: those ingest will compare rather than store.
+    async fn start_or_find_run(
+        &self,
+        run: &Run,
+        report: &mut PullReport,
+    ) -> Result<BTreeSet<u32>, PullError> {
+        match self.ledger.start_run(run).await? {
+            RunStart::Open => {
+                info!(page_count = report.page_count, "run started");
+                Ok(BTreeSet::new())
+            }
+            RunStart::Closed { status, committed } => {
+                report.run_was = Some(status);
+                info!(
+                    ?status,
+                    committed = committed.len(),
+                    "run already settled: not reopened; every page is sent to ingest, which compares the committed ones with what it stored"
+                );
+                Ok(committed)
+            }
+        }
     }
 
     async fn enqueue_page(

@@ -145,7 +145,7 @@ async fn running_the_same_export_twice_resumes_the_same_run_with_the_same_keys()
 }
 
 #[tokio::test]
-async fn a_complete_run_is_not_pulled_again_and_an_incomplete_one_only_for_its_missing_pages() {
+async fn a_settled_run_is_not_reopened_but_every_page_is_sent_to_ingest_for_comparison() {
     let (h, source) = harness(ScriptedSource::export("EXP-8821", 3), 3);
     *h.journal.closed.lock().unwrap() = Some(RunStart::Closed {
         status: RunStatus::Complete,
@@ -153,9 +153,17 @@ async fn a_complete_run_is_not_pulled_again_and_an_incomplete_one_only_for_its_m
     });
     let report = h.service.run_connector(&acme()).await.unwrap();
     assert_eq!(report.run_was, Some(RunStatus::Complete));
-    assert!(report.enqueued.is_empty(), "{report:?}");
-    assert!(h.journal.envelopes().is_empty());
-    assert_eq!(source.calls(2), 0, "no page beyond the first is fetched");
+    assert_eq!(report.enqueued, vec![1, 2, 3], "{report:?}");
+    assert_eq!(report.compared, vec![1, 2, 3], "{report:?}");
+    assert_eq!(source.calls(2), 1, "every page is fetched again");
+    let keys: Vec<String> = (1..=3)
+        .map(|p| format!("demo/acme-eu/ACC-1/EXP-8821/{p}"))
+        .collect();
+    assert_eq!(
+        h.journal.keys(),
+        keys,
+        "under the keys they were stored under"
+    );
 
     *h.journal.closed.lock().unwrap() = Some(RunStart::Closed {
         status: RunStatus::Incomplete,
@@ -163,8 +171,23 @@ async fn a_complete_run_is_not_pulled_again_and_an_incomplete_one_only_for_its_m
     });
     let report = h.service.run_connector(&acme()).await.unwrap();
     assert_eq!(report.run_was, Some(RunStatus::Incomplete));
-    assert_eq!(report.enqueued, vec![2]);
-    assert_eq!(h.journal.keys(), vec!["demo/acme-eu/ACC-1/EXP-8821/2"]);
+    assert_eq!(report.enqueued, vec![1, 2, 3]);
+    assert_eq!(
+        report.compared,
+        vec![1, 3],
+        "page 2 is new, the others compared"
+    );
+    assert_eq!(h.journal.keys()[3..], keys[..]);
+}
+
+#[tokio::test]
+async fn an_open_run_reports_no_comparison() {
+    let (h, _) = harness(ScriptedSource::export("EXP-8821", 2), 3);
+    let report = h.service.run_connector(&acme()).await.unwrap();
+    assert_eq!(report.run_was, None);
+    assert!(report.compared.is_empty(), "{report:?}");
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(json.get("compared").is_none(), "{json}");
 }
 
 #[tokio::test]

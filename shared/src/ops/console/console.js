@@ -318,10 +318,10 @@
       table(["Page", "State"], pages.map((p) => [p, missing.has(p)
         ? el("td", { class: "missing", text: "missing" }) : el("td", { text: committed.has(p) ? "committed" : "not seen yet" })])),
       el("h3", { text: "Re-run" }),
-      el("p", { text: "A closed run pulls nothing again; starting a run of the connector pulls its current export (a new export is a new run)." }),
+      el("p", { text: "A closed run is not reopened: pulling its export again compares every page with the stored one (a changed page is quarantined). Starting a run of the connector pulls its current export (a new export is a new run)." }),
       guardedAction({ label: "Start a pull run of " + run.connector, recordsReason: false, describe: () => "Start a pull run of connector " + run.connector + " now? It pulls the connector's current export.",
         send: () => api("POST", "/v1/connectors/" + segment(run.connector) + "/runs"),
-        done: (data) => el("span", {}, "Run ", link("#/runs/" + segment(data.run_id), data.run_id), " " + data.status + ".") }));
+        done: (data) => el("span", {}, "Run ", link("#/runs/" + segment(data.run_id), data.run_id), " " + String(data.status).replace(/_/g, " ") + ".") }));
   }
 
   // ---- connectors ------------------------------------------------------------------------
@@ -354,7 +354,7 @@
       if (c.kind === "pull") {
         box.append(guardedAction({ label: "Start a pull run of " + c.connector, recordsReason: false, describe: () => "Start a pull run of " + c.connector + " now? It pulls the connector's current export.",
           send: () => api("POST", "/v1/connectors/" + segment(c.connector) + "/runs"),
-          done: (data) => el("span", {}, "Run ", link("#/runs/" + segment(data.run_id), data.run_id), " " + data.status + ".") }));
+          done: (data) => el("span", {}, "Run ", link("#/runs/" + segment(data.run_id), data.run_id), " " + String(data.status).replace(/_/g, " ") + ".") }));
       }
       return box;
     });
