@@ -690,7 +690,7 @@ fn s3_and_schedule_events_match_the_template() {
     );
     assert!(
         record.s3.object.version_id.is_some(),
-        "the file version is part of the delivery identity"
+        "the claim check points at the dropped object version"
     );
 
     // The poller's scheduled input is exactly what the template's schedule sends.

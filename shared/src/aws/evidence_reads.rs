@@ -9,8 +9,8 @@ use super::dynamo::{
     OPEN_RUN_SHARDS, RUN_PAGE_SK_PREFIX, SK_COMMIT_MARKER, SK_CONNECTOR, SK_OBSERVATION, SK_RUN,
     SK_SOURCE_QUARANTINE,
 };
+use super::history_cursor;
 use crate::domain::connector::ConnectorConfig;
-use crate::domain::hashing::{base64_decode, base64_encode};
 use crate::domain::ids::{ConnectorId, ObservationId, TenantId};
 use crate::domain::model::{
     CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
@@ -29,29 +29,7 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, PutRequest, ReturnValue, ReturnValuesOnConditionCheckFailure, WriteRequest,
 };
 use futures_util::StreamExt;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-fn cursor_encode(last: &Item) -> Option<String> {
-    let map: BTreeMap<&str, &str> = last
-        .iter()
-        .filter_map(|(k, v)| v.as_s().ok().map(|v| (k.as_str(), v.as_str())))
-        .collect();
-    serde_json::to_vec(&map).ok().map(|b| base64_encode(&b))
-}
-
-fn cursor_decode(cursor: &str) -> Result<Item, StoreError> {
-    let invalid = || StoreError::Invariant("invalid cursor".into());
-    let bytes = base64_decode(cursor).ok_or_else(invalid)?;
-    let map: BTreeMap<String, String> = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-    let allowed = ["pk", "sk", "gsi1pk", "gsi1sk"];
-    if map.len() != allowed.len() || !map.keys().all(|k| allowed.contains(&k.as_str())) {
-        return Err(invalid());
-    }
-    Ok(map
-        .into_iter()
-        .map(|(k, v)| (k, AttributeValue::S(v)))
-        .collect())
-}
+use std::collections::{BTreeSet, HashMap};
 
 /// The poller's run ledger is the evidence table's run record.
 #[async_trait]
@@ -619,7 +597,9 @@ impl EvidenceReads for DynamoEvidenceStore {
         cursor: Option<&str>,
         limit: i32,
     ) -> Result<HistoryPage, StoreError> {
-        let start = cursor.map(cursor_decode).transpose()?;
+        let start = cursor
+            .map(|c| history_cursor::decode(tenant, item, c))
+            .transpose()?;
         let out = self
             .client()
             .query()
@@ -641,7 +621,10 @@ impl EvidenceReads for DynamoEvidenceStore {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(HistoryPage {
             observations,
-            next: out.last_evaluated_key.as_ref().and_then(cursor_encode),
+            next: out
+                .last_evaluated_key
+                .as_ref()
+                .and_then(|last| history_cursor::encode(tenant, item, last)),
         })
     }
 }

@@ -5,6 +5,7 @@
 pub mod corrections;
 pub mod dynamo;
 pub mod evidence_reads;
+mod history_cursor;
 pub mod item_size;
 pub mod projection_table;
 mod replays;

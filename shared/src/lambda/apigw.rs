@@ -6,6 +6,7 @@ use crate::domain::hashing::base64_decode;
 use crate::domain::ids::TenantId;
 use crate::domain::timestamp::Timestamp;
 use crate::intake::webhook::{WebhookRequest, WebhookService};
+use crate::lambda::isolation::isolated;
 use crate::ops::{handle_ops, OpsRequest, OpsService};
 use crate::protocols::http::{handle_read, percent_decode, HttpRequest, HttpResponse};
 use crate::protocols::mcp::{handle_mcp, McpRequest, MCP_PATH};
@@ -50,6 +51,16 @@ pub async fn handle_apigw_read(
     service: &QueryService,
     request: ApiGatewayV2httpRequest,
 ) -> ApiGatewayV2httpResponse {
+    let route = route_of(&request);
+    isolated(&route, Box::pin(read_route(service, request)))
+        .await
+        .unwrap_or_else(|_| apigw_response(internal_error()))
+}
+
+async fn read_route(
+    service: &QueryService,
+    request: ApiGatewayV2httpRequest,
+) -> ApiGatewayV2httpResponse {
     let path = percent_decode(request.raw_path.as_deref().unwrap_or_default(), false);
     if path == MCP_PATH {
         let principal = principal_from_apigw(&request);
@@ -78,18 +89,59 @@ pub async fn handle_apigw_read(
         };
         return apigw_response(handle_mcp(service, mcp).await);
     }
+    let query = match single_valued(&request.query_string_parameters) {
+        Ok(query) => query,
+        Err(refusal) => return apigw_response(refusal),
+    };
     let http = HttpRequest {
         method: request.request_context.http.method.to_string(),
         path,
-        query: request
-            .query_string_parameters
-            .iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect(),
+        query,
         principal: principal_from_apigw(&request),
     };
     let response = handle_read(service, http, Timestamp::now()).await;
     apigw_response(response)
+}
+
+/// The query parameters, each given once. API Gateway joins a repeated parameter's values with
+/// commas and the event's `QueryMap` splits them again: a parameter given twice (or holding a
+/// comma, which no read parameter does) is ambiguous, and refused rather than resolved to one.
+fn single_valued(
+    parameters: &aws_lambda_events::query_map::QueryMap,
+) -> Result<HashMap<String, String>, HttpResponse> {
+    let mut query = HashMap::new();
+    for (name, value) in parameters.iter() {
+        if query.insert(name.to_owned(), value.to_owned()).is_some() {
+            return Err(HttpResponse::error(
+                400,
+                "invalid_request",
+                &format!(
+                    "query parameter {:?} is given more than once (or holds a comma); give it once",
+                    name.chars().take(64).collect::<String>()
+                ),
+            ));
+        }
+    }
+    Ok(query)
+}
+
+/// `METHOD path` of a request, to name it in the log of a panic.
+fn route_of(request: &ApiGatewayV2httpRequest) -> String {
+    format!(
+        "{} {}",
+        request.request_context.http.method,
+        request.raw_path.as_deref().unwrap_or_default()
+    )
+}
+
+/// The answer to a request whose handling panicked (`crate::lambda::isolation`): the panic's
+/// text is logged, never sent.
+pub fn internal_error() -> HttpResponse {
+    HttpResponse::error(
+        500,
+        "internal_error",
+        "the request failed on a defect of ours; the failure is logged",
+    )
 }
 
 /// The request's body bytes (`None`: marked base64 but not valid base64).
@@ -103,6 +155,16 @@ fn request_body(request: &ApiGatewayV2httpRequest) -> Option<Vec<u8>> {
 
 /// The ops function: API Gateway HTTP API (payload 2.0, ops authorizer) -> `handle_ops` -> JSON.
 pub async fn handle_apigw_ops(
+    service: &OpsService,
+    request: ApiGatewayV2httpRequest,
+) -> ApiGatewayV2httpResponse {
+    let route = route_of(&request);
+    isolated(&route, Box::pin(ops_route(service, request)))
+        .await
+        .unwrap_or_else(|_| apigw_response(internal_error()))
+}
+
+async fn ops_route(
     service: &OpsService,
     request: ApiGatewayV2httpRequest,
 ) -> ApiGatewayV2httpResponse {
@@ -128,6 +190,16 @@ pub async fn handle_apigw_ops(
 
 /// The webhook function: API Gateway HTTP API (payload 2.0) -> `WebhookService` -> JSON.
 pub async fn handle_apigw_webhook(
+    service: &WebhookService,
+    request: ApiGatewayV2httpRequest,
+) -> ApiGatewayV2httpResponse {
+    let route = route_of(&request);
+    isolated(&route, Box::pin(webhook_route(service, request)))
+        .await
+        .unwrap_or_else(|_| apigw_response(internal_error()))
+}
+
+async fn webhook_route(
     service: &WebhookService,
     request: ApiGatewayV2httpRequest,
 ) -> ApiGatewayV2httpResponse {

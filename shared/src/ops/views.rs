@@ -33,6 +33,11 @@ impl From<QueryError> for OpsError {
         match e {
             QueryError::NotFound(m) => OpsError::NotFound(m),
             QueryError::InvalidRequest(m) => OpsError::Invalid(m),
+            // The views page with the cursors the store issued them: a refusal is the store's.
+            QueryError::InvalidCursor(m) => crate::protocols::ports::StoreError::Invariant(
+                format!("an issued cursor was refused: {m}"),
+            )
+            .into(),
             QueryError::Store(e) => e.into(),
         }
     }

@@ -78,6 +78,7 @@ fn query_error(e: QueryError) -> HttpResponse {
     match e {
         QueryError::NotFound(m) => HttpResponse::error(404, "not_found", &m),
         QueryError::InvalidRequest(m) => HttpResponse::error(400, "invalid_request", &m),
+        QueryError::InvalidCursor(m) => HttpResponse::error(400, "invalid_cursor", &m),
         QueryError::Store(e) => {
             // Logged for operators; the caller gets no internals.
             error!(error = %e, "read failed");

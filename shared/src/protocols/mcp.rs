@@ -51,6 +51,11 @@ pub async fn handle_mcp(service: &QueryService, request: McpRequest) -> HttpResp
     if !principal.scopes.iter().any(|s| s == READ_SCOPE) {
         return HttpResponse::error(403, "forbidden", "the offers:read scope is required");
     }
+    let json_body = request
+        .headers
+        .iter()
+        .any(|(name, value)| name == "content-type" && is_json_content_type(value));
+    let body = bytes::Bytes::from(request.body);
     let mut http = http::Request::builder()
         .method(request.method.as_str())
         .uri(MCP_PATH);
@@ -60,8 +65,7 @@ pub async fn handle_mcp(service: &QueryService, request: McpRequest) -> HttpResp
             http = http.header(name.as_str(), value.as_str());
         }
     }
-    let Ok(mut http) = http.body(http_body_util::Full::new(bytes::Bytes::from(request.body)))
-    else {
+    let Ok(mut http) = http.body(http_body_util::Full::new(body.clone())) else {
         return HttpResponse::error(
             400,
             "invalid_request",
@@ -81,6 +85,39 @@ pub async fn handle_mcp(service: &QueryService, request: McpRequest) -> HttpResp
         config,
     );
     let response = transport.handle(http).await;
+    if response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE && json_body {
+        // The transport answers 415 both for another content type and for a JSON body it
+        // cannot read as one message; the contract answers the latter 400.
+        return HttpResponse::error(400, "invalid_request", &not_a_message(&body));
+    }
+    clarify_tool_call(json_answer(response).await, &body)
+}
+
+/// A `tools/call` whose params do not deserialize (`name` not a string, `arguments` not an
+/// object) reaches no handler, and the transport answers "method not found" (`-32601`,
+/// naming `tools/call`); it is answered as the invalid params it is (`-32602`), with a message
+/// saying what they must be.
+fn clarify_tool_call(answer: HttpResponse, body: &[u8]) -> HttpResponse {
+    let Ok(mut reply) = serde_json::from_str::<Value>(&answer.body) else {
+        return answer;
+    };
+    if reply["error"]["code"] != json!(-32601)
+        || !serde_json::from_slice::<Value>(body)
+            .is_ok_and(|request| request["method"] == "tools/call")
+    {
+        return answer;
+    }
+    reply["error"] = json!({
+        "code": -32602,
+        "message": "tools/call params must be an object with name (a tool's name, a string) \
+            and arguments (an object)",
+    });
+    HttpResponse::json(answer.status, &reply)
+}
+
+/// The transport's answer in the contract's shape: its JSON-RPC answers as they are, its own
+/// refusals (plain text) as `{"error": {"code", "message"}}` with its message.
+async fn json_answer(response: TransportResponse) -> HttpResponse {
     let status = response.status().as_u16();
     let streamed = response
         .headers()
@@ -102,16 +139,45 @@ pub async fn handle_mcp(service: &QueryService, request: McpRequest) -> HttpResp
     }
     let body = String::from_utf8_lossy(&body).into_owned();
     if status >= 400 && serde_json::from_str::<Value>(&body).is_err() {
-        // The transport's own refusals (no JSON accepted, not a JSON body, no Host, a bad
+        // The transport's own refusals (no JSON accepted, not a JSON body, too large, a bad
         // protocol version) come as text: in the contract's error shape, with its message.
         let code = match status {
             405 => "method_not_allowed",
+            413 => "payload_too_large",
             500.. => "unavailable",
             _ => "invalid_request",
         };
         return HttpResponse::error(status, code, body.trim());
     }
     HttpResponse::text(status, "application/json", body)
+}
+
+type TransportResponse =
+    http::Response<http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>>;
+
+/// `application/json`, parameters allowed: what the transport takes as a JSON body.
+fn is_json_content_type(value: &str) -> bool {
+    value
+        .split(';')
+        .next()
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Why `body` is not one JSON-RPC 2.0 message the endpoint reads, for the caller.
+fn not_a_message(body: &[u8]) -> String {
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        return "the body is not JSON: send one JSON-RPC 2.0 message".into();
+    };
+    match &value {
+        Value::Array(_) => "JSON-RPC batches are not accepted: send one message per request".into(),
+        Value::Object(m) if m.get("jsonrpc") != Some(&json!("2.0")) => {
+            "the body is not a JSON-RPC 2.0 message: jsonrpc must be \"2.0\"".into()
+        }
+        Value::Object(_) => "the body is not a JSON-RPC 2.0 request, notification or response: \
+             check method (a string), id (a string or an integer) and params (an object)"
+            .into(),
+        _ => "the body is not a JSON-RPC 2.0 message: send one JSON object".into(),
+    }
 }
 
 /// The tools: a query service and nothing else (no writer, no queue, no pull).
@@ -390,7 +456,9 @@ impl ServerHandler for OfferTools {
                     None,
                 ))
             }
-            Err(CallError::Arguments(message)) | Err(CallError::Query(QueryError::InvalidRequest(message))) => {
+            Err(CallError::Arguments(message))
+            | Err(CallError::Query(QueryError::InvalidRequest(message)))
+            | Err(CallError::Query(QueryError::InvalidCursor(message))) => {
                 CallToolResult::error(vec![ContentBlock::text(format!("invalid arguments: {message}"))])
             }
             Err(CallError::Query(QueryError::NotFound(message))) => {

@@ -22,6 +22,10 @@ pub enum StoreError {
     /// write the replay record does not account for). Never resolved by guessing.
     #[error("evidence store invariant violated: {0}")]
     Invariant(String),
+    /// A page cursor a caller sent that is not one issued for the listing it asks for (its
+    /// tenant, item and listing); the message says why, with no internals.
+    #[error("invalid cursor: {0}")]
+    InvalidCursor(String),
 }
 
 /// What a possibly stale read says about a delivery's replay record.
@@ -242,6 +246,20 @@ pub trait ArtifactStore: Send + Sync {
         version_id: Option<&str>,
         limit: u64,
     ) -> Result<Vec<u8>, ArtifactError>;
+
+    /// The sha256 of an object (that version, when given), refusing objects larger than
+    /// `limit` (`TooLarge`). The S3 adapter hashes the body as it streams in; this default
+    /// reads it whole.
+    async fn sha256_of(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+        limit: u64,
+    ) -> Result<[u8; 32], ArtifactError> {
+        let body = self.fetch(bucket, key, version_id, limit).await?;
+        Ok(crate::domain::hashing::sha256(&body))
+    }
 }
 
 pub trait Clock: Send + Sync {

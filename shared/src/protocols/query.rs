@@ -20,6 +20,9 @@ pub enum QueryError {
     NotFound(String),
     #[error("{0}")]
     InvalidRequest(String),
+    /// A page cursor that was not issued for this tenant, item and listing.
+    #[error("{0}")]
+    InvalidCursor(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -84,7 +87,7 @@ impl QueryService {
     fn item_key(item: &str) -> Result<String, QueryError> {
         CanonicalItem::parse_key(item)
             .map(|i| i.key())
-            .map_err(|e| QueryError::InvalidRequest(format!("item {item:?}: {e}")))
+            .map_err(|e| QueryError::InvalidRequest(format!("item {}: {e}", quoted(item))))
     }
 
     /// Current offer per source for an item.
@@ -179,9 +182,7 @@ impl QueryService {
             .item_history(&principal.tenant, &item, cursor, limit)
             .await
             .map_err(|e| match e {
-                StoreError::Invariant(m) if m == "invalid cursor" => {
-                    QueryError::InvalidRequest("invalid cursor".into())
-                }
+                StoreError::InvalidCursor(m) => QueryError::InvalidCursor(m),
                 other => QueryError::Store(other),
             })?;
         // The index copy may lag the base item (a supersession marker, say): the base items,
@@ -208,7 +209,7 @@ impl QueryService {
 
     /// One observation with its provenance (never the payload).
     pub async fn observation(&self, principal: &Principal, id: &str) -> Result<Value, QueryError> {
-        let not_found = || QueryError::NotFound(format!("observation {id} not found"));
+        let not_found = || QueryError::NotFound(format!("observation {} not found", quoted(id)));
         let id = ObservationId::parse(id).map_err(|_| not_found())?;
         let o = self
             .reads
@@ -235,6 +236,17 @@ impl QueryService {
             }),
         );
         Ok(Value::Object(m))
+    }
+}
+
+/// A caller's text quoted (escaped) in a message, its first 64 characters only: a message
+/// never echoes unbounded input.
+fn quoted(text: &str) -> String {
+    let shown: String = text.chars().take(64).collect();
+    if shown.len() < text.len() {
+        format!("{shown:?}...")
+    } else {
+        format!("{shown:?}")
     }
 }
 

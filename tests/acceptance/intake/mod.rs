@@ -1,8 +1,11 @@
 //! Intake through the running local stack: signed webhooks, pull runs against the fake supplier,
 //! file drops, and the fidelity of the local event sources.
 
+mod drops;
 mod local_server;
+mod republished;
 mod sources;
+mod webhook_only;
 mod webhooks;
 
 use acceptance::*;

@@ -1,10 +1,11 @@
 //! Signed webhook intake: `POST /v1/webhooks/{connector}` with Standard Webhooks signatures.
 //!
-//! The request is checked in a fixed order (connector, size, headers, timestamp, signature,
-//! content type, JSON), its delivery identity is taken from the strongest id the source gives
-//! (CloudEvents `source` + `id`, else the `webhook-id` header, else a documented fallback), and
-//! the envelope is put on the ingest queue. The caller gets `202` only once the queue accepted
-//! it; deduplication happens at ingest, so a redelivery is enqueued again under the same key.
+//! The request is checked in a fixed order (connector: it exists and takes webhooks, size,
+//! headers, timestamp, signature, content type, JSON), its delivery identity is taken from the
+//! strongest id the source gives (CloudEvents `source` + `id`, else the `webhook-id` header,
+//! else a documented fallback), and the envelope is put on the ingest queue. The caller gets
+//! `202` only once the queue accepted it; deduplication happens at ingest, so a redelivery is
+//! enqueued again under the same key.
 //!
 //! Secrets, signatures and bodies are never logged.
 //!

@@ -182,8 +182,9 @@ impl WebhookService {
         const UNKNOWN: Refusal = refuse(404, "unknown_connector", "no such webhook connector");
         let connector_id = ConnectorId::parse(&request.connector).map_err(|_| UNKNOWN)?;
         let config = match self.connectors.connector(&connector_id).await {
-            Ok(Some(config)) => config,
-            Ok(None) => return Err(UNKNOWN),
+            // A pull or drop connector answers as one that does not exist: nothing leaks.
+            Ok(Some(config)) if takes_webhooks(&config) => config,
+            Ok(_) => return Err(UNKNOWN),
             Err(e) => {
                 error!(connector = %connector_id, error = %e, "connector lookup failed");
                 return Err(UNAVAILABLE);
@@ -312,6 +313,15 @@ impl WebhookService {
             UNAVAILABLE
         })?;
         Ok(key)
+    }
+}
+
+/// Webhook connectors name deliveries by CloudEvents ids or `webhook-id`; a pull connector
+/// (export pages) or a drop connector (file versions) takes no webhook.
+fn takes_webhooks(config: &ConnectorConfig) -> bool {
+    match config.identity_rule {
+        IdentityRule::CloudEventsSourceId | IdentityRule::WebhookId => true,
+        IdentityRule::ExportPage | IdentityRule::FileVersion => false,
     }
 }
 

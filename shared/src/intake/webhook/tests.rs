@@ -738,3 +738,36 @@ async fn a_local_secrets_file_loads_connectors_and_keeps_values_out_of_errors() 
         .to_string();
     assert!(!err.contains("hidden"), "{err}");
 }
+
+/// A pull connector (export pages) or a drop connector (files) takes no webhooks: a delivery
+/// signed even with its own secret gets exactly the unknown connector's answer, and nothing
+/// is enqueued.
+#[tokio::test]
+async fn a_pull_or_a_drop_connector_is_an_unknown_webhook_connector() {
+    let unknown = {
+        let h = harness(&[SECRET]);
+        let mut request = signed(SECRET, &cloud_event("evt-1"));
+        request.connector = "nobody".to_owned();
+        h.service.handle(request).await
+    };
+    assert_eq!(
+        (unknown.status, error_code(&unknown)),
+        (404, "unknown_connector".to_owned())
+    );
+    let mut pull = acme_events();
+    pull.payload_format = PayloadFormat::AcmeExportV1;
+    pull.identity_rule = IdentityRule::ExportPage;
+    let mut drop = acme_events();
+    drop.payload_format = PayloadFormat::CsvOffersV1;
+    drop.canonicalization = crate::domain::fingerprint::CanonicalizationRule::BytesV1;
+    drop.identity_rule = IdentityRule::FileVersion;
+    for (what, config) in [("pull", pull), ("drop", drop)] {
+        let h = harness_with(config, &[SECRET], VecQueue::default());
+        let response = h
+            .service
+            .handle(signed(SECRET, &cloud_event("evt-1")))
+            .await;
+        assert_eq!(response, unknown, "{what} connector: {}", response.body);
+        assert!(sent(&h).is_empty(), "{what} connector: nothing enqueued");
+    }
+}
