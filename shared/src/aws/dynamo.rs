@@ -126,6 +126,25 @@ pub fn decode<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreErro
         .map_err(|e| StoreError::Invariant(format!("stored record does not decode: {e}")))
 }
 
+/// Decodes a stored observation, or reports and skips it (`None`) when this build cannot read
+/// it: a value stored before today's supported ranges were enforced (docs/decisions.md,
+/// "Supported ranges of stored values"). Reads of history and projections then go on without
+/// it, instead of failing (or being retried) for good on one row. The log names its key only.
+pub(crate) fn decode_or_skip(item: Item, what: &str) -> Option<Observation> {
+    let pk = item
+        .get(PK)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .unwrap_or_default();
+    match decode(item) {
+        Ok(observation) => Some(observation),
+        Err(e) => {
+            tracing::error!(pk = %pk, read = what, error = %e, "a stored observation does not decode; skipped");
+            None
+        }
+    }
+}
+
 pub(crate) fn with_keys(mut item: Item, pk: String, sk: &str, kind: &str) -> Item {
     item.insert(PK.to_owned(), s(pk));
     item.insert(SK.to_owned(), s(sk));

@@ -3,11 +3,11 @@
 
 use super::corrections::{rules_pk, StoredRules, SK_RULES};
 use super::dynamo::{
-    batch_get, build_error, commit_marker_pk, conditional, connector_pk, decode, encode,
-    item_history_pk, key, n, observation_pk, open_runs_pk, open_runs_shard_pk, projection_work_pk,
-    run_pk, s, source_quarantine_pk, unavailable, with_keys, DynamoEvidenceStore, Item, GSI1, GSI2,
-    OPEN_RUN_SHARDS, RUN_PAGE_SK_PREFIX, SK_COMMIT_MARKER, SK_CONNECTOR, SK_OBSERVATION, SK_RUN,
-    SK_SOURCE_QUARANTINE,
+    batch_get, build_error, commit_marker_pk, conditional, connector_pk, decode, decode_or_skip,
+    encode, item_history_pk, key, n, observation_pk, open_runs_pk, open_runs_shard_pk,
+    projection_work_pk, run_pk, s, source_quarantine_pk, unavailable, with_keys,
+    DynamoEvidenceStore, Item, GSI1, GSI2, OPEN_RUN_SHARDS, RUN_PAGE_SK_PREFIX, SK_COMMIT_MARKER,
+    SK_CONNECTOR, SK_OBSERVATION, SK_RUN, SK_SOURCE_QUARANTINE,
 };
 use super::history_cursor;
 use crate::domain::connector::ConnectorConfig;
@@ -478,7 +478,18 @@ impl EvidenceReads for DynamoEvidenceStore {
     }
 
     async fn observation(&self, id: &str) -> Result<Option<Observation>, StoreError> {
-        self.get(observation_pk(id), SK_OBSERVATION).await
+        let out = self
+            .client()
+            .get_item()
+            .table_name(self.table())
+            .set_key(Some(key(observation_pk(id), SK_OBSERVATION)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable("get observation"))?;
+        Ok(out
+            .item
+            .and_then(|item| decode_or_skip(item, "observation")))
     }
 
     async fn observations(&self, ids: &[ObservationId]) -> Result<Vec<Observation>, StoreError> {
@@ -536,8 +547,9 @@ impl EvidenceReads for DynamoEvidenceStore {
             let (pk, sk) = (text(super::dynamo::PK), text(super::dynamo::SK));
             match sk.as_str() {
                 SK_OBSERVATION => {
-                    let o: Observation = decode(item)?;
-                    observations.insert(o.observation_id.clone(), o);
+                    if let Some(o) = decode_or_skip(item, what) {
+                        observations.insert(o.observation_id.clone(), o);
+                    }
                 }
                 SK_SOURCE_QUARANTINE => {
                     quarantines.insert(pk, decode(item)?);
@@ -617,8 +629,8 @@ impl EvidenceReads for DynamoEvidenceStore {
             .items
             .unwrap_or_default()
             .into_iter()
-            .map(decode)
-            .collect::<Result<Vec<_>, _>>()?;
+            .filter_map(|item| decode_or_skip(item, "item history"))
+            .collect();
         Ok(HistoryPage {
             observations,
             next: out

@@ -21,6 +21,19 @@ fn decode<T: serde::de::DeserializeOwned>(item: serde_dynamo::Item) -> Result<T,
         .map_err(|e| StoreError::Invariant(format!("stream image does not decode: {e}")))
 }
 
+/// An observation's stream record. One stored before today's supported ranges were enforced
+/// does not decode: it is skipped and reported, never retried (docs/decisions.md, "Supported
+/// ranges of stored values").
+fn observation_change(new_image: serde_dynamo::Item) -> EvidenceChange {
+    match decode::<Observation>(new_image) {
+        Ok(observation) => EvidenceChange::Observation(Box::new(observation)),
+        Err(e) => {
+            tracing::error!(error = %e, "a stream record's observation does not decode; skipped");
+            EvidenceChange::Ignored
+        }
+    }
+}
+
 /// Classifies one stream record. Only `INSERT` and `MODIFY` matter: TTL deletions (AWS:
 /// `REMOVE` by the service; DynamoDB Local: `UNKNOWN_TO_SDK_VERSION`) and every other event
 /// are ignored, as is any entity the projection does not depend on.
@@ -37,9 +50,7 @@ pub fn classify(
     };
     let entity: Entity = decode(new_image.clone())?;
     Ok(match entity.entity.as_deref() {
-        Some("observation") => {
-            EvidenceChange::Observation(Box::new(decode::<Observation>(new_image)?))
-        }
+        Some("observation") => observation_change(new_image),
         Some("replay") => {
             let new: ReplayRecord = decode_replay(new_image.into())?;
             let was_committed = match old_image.filter(|i| !i.is_empty()) {
