@@ -40,8 +40,10 @@ use std::sync::Arc;
 mod histories;
 use histories::*;
 
-/// The parts the histories talk about (filler rows of staged deliveries use others).
-const PARTS: [&str; 3] = ["MX-1", "MX-2", "MX-3"];
+/// The parts the histories talk about (filler rows of staged deliveries use others). The last
+/// is the longest part number accepted (96 characters), with every mark a part number may carry
+/// (docs/decisions.md, "Supported ranges of stored values").
+const PARTS: [&str; 3] = ["MX-1", "MX-2", "MX.3_+#-9999999999999999999999999999999999999999999999999999999999999999999999999999999999999999"];
 /// The model's minute 0.
 const BASE: &str = "2026-11-29T12:00:00Z";
 
