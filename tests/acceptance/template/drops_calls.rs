@@ -85,21 +85,5 @@ async fn every_call_the_drops_function_makes_is_allowed_by_its_role() {
     }
     assert!(called.contains("S3.GetObject"), "{called:?}");
 
-    let document = template_document();
-    let functions = serverless_functions(&document);
-    let (id, drops) = functions
-        .iter()
-        .find(|(id, _)| id == "DropsFunction")
-        .expect("DropsFunction in template.yaml");
-    let allowed: BTreeSet<String> = allowed_actions(&document, id, drops).into_iter().collect();
-    let missing: Vec<String> = called
-        .iter()
-        .flat_map(|operation| iam_actions(operation))
-        .filter(|action| !allowed.contains(action))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "DropsRole lacks {missing:?} for the calls {called:?}"
-    );
-    println!("the drops function called {called:?}; all allowed by {id}'s role");
+    assert_role_allows("DropsFunction", &called, iam_actions);
 }

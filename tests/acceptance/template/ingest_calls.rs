@@ -112,21 +112,5 @@ async fn every_call_ingest_makes_is_allowed_by_its_role() {
         called.extend(counter.take().into_keys());
     }
 
-    let document = template_document();
-    let functions = serverless_functions(&document);
-    let (id, ingest) = functions
-        .iter()
-        .find(|(id, _)| id == "IngestFunction")
-        .expect("IngestFunction in template.yaml");
-    let allowed: BTreeSet<String> = allowed_actions(&document, id, ingest).into_iter().collect();
-    let missing: Vec<String> = called
-        .iter()
-        .flat_map(|operation| iam_actions(operation))
-        .filter(|action| !allowed.contains(action))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "IngestRole lacks {missing:?} for the calls {called:?}"
-    );
-    println!("ingest called {called:?}; all allowed by {id}'s role");
+    assert_role_allows("IngestFunction", &called, iam_actions);
 }

@@ -145,6 +145,34 @@ pub(crate) fn allowed_actions(
         .collect()
 }
 
+/// Asserts that `function`'s role in template.yaml allows every IAM action that the SDK
+/// operations `called` (`Service.Operation`) need, as `iam_actions` maps them.
+pub(crate) fn assert_role_allows(
+    function: &str,
+    called: &std::collections::BTreeSet<String>,
+    iam_actions: fn(&str) -> Vec<String>,
+) {
+    let document = template_document();
+    let functions = serverless_functions(&document);
+    let (id, definition) = functions
+        .iter()
+        .find(|(id, _)| id == function)
+        .unwrap_or_else(|| panic!("{function} in template.yaml"));
+    let allowed: std::collections::BTreeSet<String> = allowed_actions(&document, id, definition)
+        .into_iter()
+        .collect();
+    let missing: Vec<String> = called
+        .iter()
+        .flat_map(|operation| iam_actions(operation))
+        .filter(|action| !allowed.contains(action))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{function}'s role lacks {missing:?} for the calls {called:?}"
+    );
+    println!("{function} called {called:?}; all allowed by its role");
+}
+
 pub(crate) fn is_wildcard_resource(resource: &serde_norway::Value) -> bool {
     match resource {
         serde_norway::Value::String(text) => text.trim() == "*",
