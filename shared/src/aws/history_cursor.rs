@@ -2,7 +2,9 @@
 //! in one tenant's history of one item, bound to that tenant, that item and that listing.
 //!
 //! It is base64url (no padding) of `{"v": 1, "of": "item_history", "tenant", "item",
-//! "after"}`, `after` being the last claim's history sort key (`{observed_at}#{observation_id}`).
+//! "after"}`, `after` being the last claim's history sort key (`Observation::basis`:
+//! `{observed_at}#r{delivery recorded at}#{observation_id}`, or `{observed_at}#{observation_id}`
+//! for a claim stored before the record time was kept).
 //! Decoding checks every part against the request it comes with, and the DynamoDB start key is
 //! rebuilt from the caller's own tenant and item, never taken from the cursor: whatever a client
 //! sends, the query stays inside its own partition and DynamoDB never sees a key it would
