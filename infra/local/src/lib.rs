@@ -408,30 +408,13 @@ pub async fn start_stack(
         services.clone(),
         stopped.clone(),
     ))];
-    // Lambda's SQS event source starts with five concurrent pollers, each invoking its own
-    // function instance; locally, `INGEST_POLLERS` share this process.
-    let mut pollers = Vec::new();
-    for _ in 0..INGEST_POLLERS {
-        let (sqs, queue, ingest) = (
-            clients.sqs.clone(),
-            ingest_queue.clone(),
-            services.ingest.clone(),
-        );
-        let (visibility, phases) = (options.visibility_override, phases.clone());
-        pollers.push(tokio::spawn(supervise::supervised(
-            "ingest poller",
-            move || {
-                sqs_poller(
-                    sqs.clone(),
-                    queue.clone(),
-                    ingest.clone(),
-                    ingest_batch_size(),
-                    visibility,
-                    phases.clone(),
-                )
-            },
-        )));
-    }
+    let pollers = spawn_ingest_pollers(
+        &clients,
+        &ingest_queue,
+        &services.ingest,
+        options.visibility_override,
+        &phases,
+    );
     let failure_queue = resources
         .queue("ProjectorFailureQueue")
         .ok()
@@ -443,21 +426,14 @@ pub async fn start_stack(
     }
     let spec = template_spec::read_template(&template_spec::template_path())?;
     let stream_settings = StreamSourceSettings::from_template(&spec.document)?;
-    let stream = Arc::new(tokio::sync::Mutex::new(stream));
-    let (projector, sqs) = (services.projector.clone(), clients.sqs.clone());
-    let stream = Some(tokio::spawn(supervise::supervised(
-        "stream reader",
-        move || {
-            stream_poller(
-                stream.clone(),
-                stream_settings.clone(),
-                projector.clone(),
-                sqs.clone(),
-                failure_queue.clone(),
-                phases.clone(),
-            )
-        },
-    )));
+    let stream = Some(spawn_stream_reader(
+        stream,
+        stream_settings,
+        services.projector.clone(),
+        clients.sqs.clone(),
+        failure_queue,
+        phases,
+    ));
     let drop_events = drop_trigger::subscribe_to_drops(&clients, &resources, &bucket).await?;
     if let Some(dir) = &options.data_dir {
         let restored = queue_files::restore(&clients, &resources, &dir.join("queues")).await?;
@@ -523,6 +499,55 @@ pub async fn start_stack(
         clients,
         data_dir: options.data_dir,
     })
+}
+
+/// Lambda's SQS event source starts with five concurrent pollers, each invoking its own function
+/// instance; locally, `INGEST_POLLERS` share this process, each supervised.
+fn spawn_ingest_pollers(
+    clients: &AwsClients,
+    queue: &str,
+    ingest: &IngestService,
+    visibility: Option<i32>,
+    phases: &watch::Receiver<Phase>,
+) -> Vec<JoinHandle<()>> {
+    (0..INGEST_POLLERS)
+        .map(|_| {
+            let (sqs, queue, ingest) = (clients.sqs.clone(), queue.to_owned(), ingest.clone());
+            let phases = phases.clone();
+            tokio::spawn(supervise::supervised("ingest poller", move || {
+                sqs_poller(
+                    sqs.clone(),
+                    queue.clone(),
+                    ingest.clone(),
+                    ingest_batch_size(),
+                    visibility,
+                    phases.clone(),
+                )
+            }))
+        })
+        .collect()
+}
+
+/// The projector's stream reader, supervised: a run that dies hands the reader to the next.
+fn spawn_stream_reader(
+    stream: StreamReader,
+    settings: StreamSourceSettings,
+    projector: Projector,
+    sqs: aws_sdk_sqs::Client,
+    failure_queue: Option<String>,
+    phases: watch::Receiver<Phase>,
+) -> JoinHandle<()> {
+    let stream = Arc::new(tokio::sync::Mutex::new(stream));
+    tokio::spawn(supervise::supervised("stream reader", move || {
+        stream_poller(
+            stream.clone(),
+            settings.clone(),
+            projector.clone(),
+            sqs.clone(),
+            failure_queue.clone(),
+            phases.clone(),
+        )
+    }))
 }
 
 /// Lambda's SQS event source, locally: long-poll, hand a batch to the handler, delete what it
