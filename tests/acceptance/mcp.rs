@@ -55,15 +55,7 @@ async fn tool(service: &QueryService, principal: &Principal, name: &str, args: V
 }
 
 fn get(path: &str, query: &[(&str, &str)], principal: &Principal) -> HttpRequest {
-    HttpRequest {
-        method: "GET".into(),
-        path: path.into(),
-        query: query
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        principal: Some(principal.clone()),
-    }
+    read_request(principal, path, query)
 }
 
 /// The current offer of `connector` in a `get_current_offers` body.

@@ -10,7 +10,7 @@ use feedsafe::protocols::projection::Projector;
 use local_stack::events::StreamRecordImages;
 use local_stack::resources::{create_resources, CreateOptions};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use template_spec::{read_template, template_path};
 
@@ -213,15 +213,7 @@ async fn replayed_and_reversed_stream_batches_and_rebuild_give_the_same_projecti
 }
 
 fn get(path: &str, query: &[(&str, &str)], env: &TestEnv) -> HttpRequest {
-    HttpRequest {
-        method: "GET".into(),
-        path: path.into(),
-        query: query
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<HashMap<_, _>>(),
-        principal: Some(env.reader()),
-    }
+    read_request(&env.reader(), path, query)
 }
 
 #[tokio::test(flavor = "multi_thread")]

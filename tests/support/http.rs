@@ -101,3 +101,21 @@ pub async fn get_with_headers(
     .await
     .unwrap()
 }
+
+/// A `GET` of the read routes as `handle_read` takes it: `path`, its query parameters, and the
+/// caller (the authorizer's principal).
+pub fn read_request(
+    principal: &feedsafe::protocols::query::Principal,
+    path: &str,
+    query: &[(&str, &str)],
+) -> feedsafe::protocols::http::HttpRequest {
+    feedsafe::protocols::http::HttpRequest {
+        method: "GET".into(),
+        path: path.into(),
+        query: query
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        principal: Some(principal.clone()),
+    }
+}

@@ -28,15 +28,7 @@ fn principal(tenant: &str) -> Principal {
 }
 
 fn get(principal: &Principal, path: &str, query: &[(&str, &str)]) -> HttpRequest {
-    HttpRequest {
-        method: "GET".into(),
-        path: path.into(),
-        query: query
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        principal: Some(principal.clone()),
-    }
+    read_request(principal, path, query)
 }
 
 /// (status, JSON body) of one read through the query function's handler.
