@@ -12,7 +12,7 @@
 //! - `lambda`: each function's entry point from its event shape, and what it wires at start.
 //!
 //! Each layer uses only the ones listed before it (the adapters in `aws` implement the ports of
-//! `protocols` and `intake`), with one exception: `protocols::operations` takes the DynamoDB
+//! `protocols` and `intake`), with one exception: `protocols::source_quarantine` takes the DynamoDB
 //! store itself. Local-only code (resources from the template, the fake supplier, fault
 //! injection) lives in the local stack's crate (`infra/local`), not here.
 

@@ -7,10 +7,10 @@ use feedsafe::domain::ids::{RunId, SourceAccount};
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::{Run, RunStatus, SourceRef};
 use feedsafe::domain::timestamp::Timestamp;
-use feedsafe::protocols::corrections::CorrectionRequest;
+use feedsafe::protocols::identity_corrections::CorrectionRequest;
 use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
-use feedsafe::protocols::operations::quarantine_source;
 use feedsafe::protocols::projection::ProjectionStore;
+use feedsafe::protocols::source_quarantine::quarantine_source;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -400,7 +400,7 @@ async fn quarantining_one_source_leaves_the_other_current_and_history_keeps_both
         source_account: SourceAccount::parse("ACC-1").unwrap(),
     };
     quarantine_source(
-        &env.store,
+        env.store.as_ref(),
         &source,
         "supplier disputes its own feed",
         None,

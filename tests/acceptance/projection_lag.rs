@@ -6,7 +6,7 @@ use acceptance::*;
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::SourceRef;
 use feedsafe::domain::timestamp::Timestamp;
-use feedsafe::protocols::corrections::CorrectionRequest;
+use feedsafe::protocols::identity_corrections::CorrectionRequest;
 use feedsafe::protocols::ingest::IngestOutcome;
 use feedsafe::protocols::ports::{CrashPoint, OffsetClock};
 use feedsafe::protocols::projection::{EvidenceChange, ProjectionKey, ProjectionStore, Projector};

@@ -66,7 +66,7 @@ async fn claim_checked(
     run: Option<RunPage>,
     body: &[u8],
 ) -> String {
-    let claims = feedsafe::aws::sqs::S3ClaimStore::new(env.clients.s3.clone(), &env.bucket);
+    let claims = feedsafe::aws::claims::S3ClaimStore::new(env.clients.s3.clone(), &env.bucket);
     envelope_for(
         &delivery_key(config, source_delivery_id),
         "export_page",
@@ -185,7 +185,7 @@ async fn main() {
         env.store.clone(),
         std::sync::Arc::new(feedsafe::intake::poller::HttpExportSource::allowing_loopback_http()),
         std::sync::Arc::new(queue),
-        std::sync::Arc::new(feedsafe::aws::sqs::S3ClaimStore::new(
+        std::sync::Arc::new(feedsafe::aws::claims::S3ClaimStore::new(
             env.clients.s3.clone(),
             &env.bucket,
         )),

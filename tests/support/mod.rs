@@ -339,8 +339,8 @@ impl TestEnv {
         &self,
         reads: Arc<dyn feedsafe::protocols::projection::EvidenceReads>,
         faults: Arc<dyn Faults>,
-    ) -> feedsafe::protocols::corrections::CorrectionService {
-        feedsafe::protocols::corrections::CorrectionService::new(
+    ) -> feedsafe::protocols::identity_corrections::CorrectionService {
+        feedsafe::protocols::identity_corrections::CorrectionService::new(
             reads,
             self.store.clone(),
             self.store.clone(),
@@ -349,7 +349,7 @@ impl TestEnv {
         )
     }
 
-    pub fn corrections(&self) -> feedsafe::protocols::corrections::CorrectionService {
+    pub fn corrections(&self) -> feedsafe::protocols::identity_corrections::CorrectionService {
         self.corrections_with(self.store.clone(), Arc::new(NoFaults))
     }
 }

@@ -11,9 +11,10 @@
 mod launcher;
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
+use feedsafe::aws::claims::S3ClaimStore;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
-use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
+use feedsafe::aws::sqs::SqsDeliveryQueue;
 use feedsafe::aws::AwsClients;
 use feedsafe::intake::poller::{HttpExportSource, PullService};
 use feedsafe::lambda::apigw::handle_apigw_ops;

@@ -3,8 +3,9 @@
 //! every page on the ingest queue. Returns the `PullReport`; an unknown or non-pull connector, an
 //! unreadable first page or an unavailable run ledger fails the invocation.
 
+use feedsafe::aws::claims::S3ClaimStore;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
-use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
+use feedsafe::aws::sqs::SqsDeliveryQueue;
 use feedsafe::aws::AwsClients;
 use feedsafe::intake::poller::{HttpExportSource, PullService};
 use feedsafe::lambda::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};

@@ -8,7 +8,7 @@ use feedsafe::aws::AwsClients;
 use feedsafe::domain::timestamp::Timestamp;
 use feedsafe::lambda::init_tracing;
 use feedsafe::lambda::schedule::handle_sweep_schedule;
-use feedsafe::protocols::corrections::CorrectionService;
+use feedsafe::protocols::identity_corrections::CorrectionService;
 use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use std::sync::Arc;

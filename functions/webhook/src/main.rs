@@ -4,9 +4,10 @@
 //! ingest queue.
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
+use feedsafe::aws::claims::S3ClaimStore;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::secrets::SecretsManagerSecrets;
-use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
+use feedsafe::aws::sqs::SqsDeliveryQueue;
 use feedsafe::aws::AwsClients;
 use feedsafe::intake::webhook::WebhookService;
 use feedsafe::lambda::apigw::handle_apigw_webhook;

@@ -5,12 +5,12 @@
 
 use crate::tally::{hash_key, Limit, Tally};
 use crate::workload::{item_key, Delivery, Kind, Outcome, World};
-use feedsafe::aws::corrections::{rules_pk, supersession_sk, SETTLING_PK};
 use feedsafe::aws::dynamo::{
     commit_marker_pk, correction_pk, item_history_pk, observation_item, observation_pk,
     open_runs_pk, projection_work_pk, quarantine_item, quarantine_list_pk, quarantine_pk,
     replay_item, replay_pk, run_page_item, run_pk, source_quarantine_pk,
 };
+use feedsafe::aws::operator_records::{rules_pk, supersession_sk, SETTLING_PK};
 use feedsafe::aws::projection_table::{row_item, row_pk};
 use feedsafe::domain::connector::PayloadFormat;
 use feedsafe::domain::fingerprint::{CanonicalizationRule, Fingerprint};
@@ -654,7 +654,7 @@ impl<'w> Sim<'w> {
         let from = item_key(0, 1);
         let to = CanonicalItem::new("P0000-0000001", Some("B"), None, None)
             .unwrap_or_else(|e| panic!("a literal part is valid: {e}"));
-        let id = feedsafe::protocols::corrections::correction_id(
+        let id = feedsafe::protocols::identity_corrections::correction_id(
             &supplier.source,
             &from,
             &to,
@@ -683,7 +683,7 @@ impl<'w> Sim<'w> {
         let observation_bytes = 1_100;
         let per_page = (1 << 20) / observation_bytes;
         let history = world.params.corrected_history;
-        let group = feedsafe::protocols::corrections::REATTRIBUTION_GROUP;
+        let group = feedsafe::protocols::identity_corrections::REATTRIBUTION_GROUP;
         for start in (0..history).step_by(group) {
             if start % per_page < group {
                 self.tally.read(
@@ -732,8 +732,10 @@ impl<'w> Sim<'w> {
                     .write(pat::CORRECTION, DB, &corr, t, 2.0 * wcu(SMALL_RECORD_BYTES));
             }
             // The sweep starts a group at most every REATTRIBUTION_GROUP_INTERVAL.
-            t += ((TRANSACTION + TRANSACTION_PER_ACTION * 3.0 * moves as f64) / 1000.0)
-                .max(feedsafe::protocols::corrections::REATTRIBUTION_GROUP_INTERVAL.as_secs_f64());
+            t += ((TRANSACTION + TRANSACTION_PER_ACTION * 3.0 * moves as f64) / 1000.0).max(
+                feedsafe::protocols::identity_corrections::REATTRIBUTION_GROUP_INTERVAL
+                    .as_secs_f64(),
+            );
         }
     }
 

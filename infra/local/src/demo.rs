@@ -430,7 +430,7 @@ pub async fn run() -> Result<()> {
         clients.sqs.clone(),
         s(&stack["queues"]["IngestQueue"]["url"]),
     );
-    let claims = feedsafe::aws::sqs::S3ClaimStore::new(clients.s3.clone(), &bucket);
+    let claims = feedsafe::aws::claims::S3ClaimStore::new(clients.s3.clone(), &bucket);
     let key = feedsafe::domain::ids::DeliveryKey::new(
         record.tenant.clone(),
         record.connector.clone(),

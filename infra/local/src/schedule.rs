@@ -38,7 +38,7 @@ pub(crate) async fn scheduler(
     let mut launches = launches.lock().await;
     let mut last_pull = tokio::time::Instant::now();
     let mut last_sweep = tokio::time::Instant::now();
-    let corrections = feedsafe::protocols::corrections::CorrectionService::new(
+    let corrections = feedsafe::protocols::identity_corrections::CorrectionService::new(
         services.evidence.clone(),
         services.evidence.clone(),
         services.evidence.clone(),

@@ -1,7 +1,6 @@
 //! Reads of the evidence table for the projection and the read path, and the operator-side
 //! writes (runs, source quarantines, identity corrections).
 
-use super::corrections::{rules_pk, StoredRules, SK_RULES};
 use super::dynamo::{
     batch_get, build_error, commit_marker_pk, conditional, connector_pk, decode, decode_or_skip,
     encode, item_history_pk, key, n, observation_pk, open_runs_pk, open_runs_shard_pk,
@@ -10,6 +9,7 @@ use super::dynamo::{
     SK_CONNECTOR, SK_OBSERVATION, SK_RUN, SK_SOURCE_QUARANTINE,
 };
 use super::history_cursor;
+use super::operator_records::{rules_pk, StoredRules, SK_RULES};
 use crate::domain::connector::ConnectorConfig;
 use crate::domain::ids::{ConnectorId, ObservationId, TenantId};
 use crate::domain::model::{
@@ -328,10 +328,10 @@ impl DynamoEvidenceStore {
 impl ProjectorWrites for DynamoEvidenceStore {
     async fn reattribute(
         &self,
-        moves: &[crate::protocols::corrections::Reattribution],
+        moves: &[crate::protocols::ports::Reattribution],
         at: Timestamp,
     ) -> Result<Vec<ObservationId>, StoreError> {
-        crate::protocols::corrections::Reattributor::reattribute(self, moves, at).await
+        crate::protocols::ports::Reattributor::reattribute(self, moves, at).await
     }
 
     async fn enqueue_work(&self, work: &[ProjectionWork]) -> Result<(), StoreError> {

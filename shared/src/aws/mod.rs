@@ -2,11 +2,12 @@
 //! and `crate::intake`, and the evidence table's stream records decoded. The only place that
 //! knows about `AttributeValue`, `SdkError` and HTTP status.
 
-pub mod corrections;
+pub mod claims;
 pub mod dynamo;
 pub mod evidence_reads;
 mod history_cursor;
 pub mod item_size;
+pub mod operator_records;
 pub mod projection_table;
 mod replays;
 pub mod s3;

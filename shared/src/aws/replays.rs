@@ -5,11 +5,11 @@
 //! another payload sends the delivery to the probe rather than to a transaction that would be
 //! cancelled.
 
-use super::corrections::{rules_pk, StoredRules, SK_RULES};
 use super::dynamo::{
     batch_get, decode, decode_replay, key, n, replay_pk, s, unavailable, DynamoEvidenceStore,
     SK_REPLAY,
 };
+use super::operator_records::{rules_pk, StoredRules, SK_RULES};
 use crate::domain::model::{CorrectionRules, ReplayRecord, ReplayState, SourceRef};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{ReplayHint, StoreError};

@@ -53,7 +53,7 @@ pub enum SweepError {
     #[error(transparent)]
     Runs(#[from] StoreError),
     #[error(transparent)]
-    Corrections(#[from] crate::protocols::corrections::CorrectionError),
+    Corrections(#[from] crate::protocols::identity_corrections::CorrectionError),
 }
 
 /// What one sweep settled.
@@ -69,7 +69,7 @@ pub struct SweepReport {
 /// deadline at `now` and completes the identity corrections whose settling is due.
 pub async fn handle_sweep_schedule(
     store: &crate::aws::dynamo::DynamoEvidenceStore,
-    corrections: &crate::protocols::corrections::CorrectionService,
+    corrections: &crate::protocols::identity_corrections::CorrectionService,
     now: crate::domain::timestamp::Timestamp,
 ) -> Result<SweepReport, SweepError> {
     let runs = store.sweep_runs(now).await?;

@@ -16,19 +16,19 @@
 //! | `GET /v1/quarantine/{id}` | the entry, its resolution, and for a mismatch a payload diff |
 //! | `GET /v1/quarantine/{id}/artifact` | presigned link to the quarantined evidence |
 //! | `POST /v1/quarantine/{id}/resolve` | `reject`, or `accept_as_new_delivery` under a stated id |
-//! | `POST /v1/identity-corrections` | `corrections::CorrectionService::correct` (201; 200 when already in force) |
+//! | `POST /v1/identity-corrections` | `identity_corrections::CorrectionService::correct` (201; 200 when already in force) |
 //! | `GET /v1/identity-corrections/{id}` | the correction, whether in force, what it re-attributed |
 //! | `POST /v1/identity-corrections/{id}/withdraw` | a withdrawal: a new record (201) |
-//! | `POST /v1/source-quarantines` | `operations::quarantine_source` (201; 409 `already_quarantined`) |
+//! | `POST /v1/source-quarantines` | `source_quarantine::quarantine_source` (201; 409 `already_quarantined`) |
 //! | `GET /v1/source-quarantines/{connector}` | the state and every set and lift |
-//! | `POST /v1/source-quarantines/{connector}/lift` | `operations::lift_source_quarantine` (200; 409 `not_quarantined`) |
+//! | `POST /v1/source-quarantines/{connector}/lift` | `source_quarantine::lift_source_quarantine` (200; 409 `not_quarantined`) |
 //! | `POST /v1/connectors/{id}/runs` | names the run from page 1, then starts the pull asynchronously (202) |
 //! | `GET /v1/connectors` | the tenant's connectors: freshness, open quarantines, source quarantine |
 //! | `GET /v1/items/{item}/timeline` | every claim about an item, current ones marked, with retrieval lag |
 //! | `GET /console`, `GET /console/{asset}` | the operator console (static; no token: its data calls need one) |
 //!
 //! Operator records are append-only: each resolution step, each correction and each source
-//! quarantine set or lift is its own record, never rewritten (`aws/corrections.rs`).
+//! quarantine set or lift is its own record, never rewritten (`aws/operator_records.rs`).
 //!
 //! Resolving never rewrites evidence: a rejected entry only changes `status`; an accepted one
 //! becomes a *new* delivery under the operator's stated identity (basis `operator`) whose body
@@ -44,11 +44,11 @@
 
 mod archive;
 pub mod console;
-mod corrections;
 mod deliveries;
 mod diff;
 mod quarantine;
 mod routes;
+mod source_actions;
 #[cfg(test)]
 mod tests;
 mod views;
@@ -64,12 +64,12 @@ use crate::domain::model::{QuarantineEntry, QUARANTINE_OPEN};
 use crate::domain::timestamp::Timestamp;
 use crate::intake::poller::{PullLauncher, PullService};
 use crate::intake::DeliveryQueue;
-use crate::protocols::corrections::{CorrectionError, CorrectionService};
 use crate::protocols::http::HttpResponse;
-use crate::protocols::operations::OperationError;
+use crate::protocols::identity_corrections::{CorrectionError, CorrectionService};
 use crate::protocols::ports::{Clock, ConnectorDirectory, StoreError};
 use crate::protocols::projection::ProjectionStore;
 use crate::protocols::query::Principal;
+use crate::protocols::source_quarantine::SourceQuarantineError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -350,11 +350,11 @@ impl OpsService {
     }
 }
 
-fn operation_error(e: OperationError) -> OpsError {
+fn operation_error(e: SourceQuarantineError) -> OpsError {
     match e {
-        OperationError::Invalid(m) => OpsError::Invalid(m),
-        OperationError::State { code, message } => OpsError::Conflict(code, message),
-        OperationError::Store(e) => e.into(),
+        SourceQuarantineError::Invalid(m) => OpsError::Invalid(m),
+        SourceQuarantineError::State { code, message } => OpsError::Conflict(code, message),
+        SourceQuarantineError::Store(e) => e.into(),
     }
 }
 

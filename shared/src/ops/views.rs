@@ -9,9 +9,9 @@ use super::{OpsError, OpsResult, OpsService, QuarantineResolution, MAX_DIFF_BYTE
 use crate::domain::model::{QuarantineEntry, QuarantineKind, SourceRef};
 use crate::domain::normalize::normalize;
 use crate::domain::timestamp::Timestamp;
-use crate::protocols::operations::source_quarantine_view;
 use crate::protocols::projection::{ProjectionKey, ProjectionStore};
 use crate::protocols::query::{Principal, QueryError, QueryService};
+use crate::protocols::source_quarantine::source_quarantine_view;
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -76,7 +76,7 @@ impl OpsService {
                             && e.connector.as_deref() == Some(config.connector.as_str())
                     })
                     .count();
-                let view = source_quarantine_view(&self.evidence, &source)
+                let view = source_quarantine_view(self.evidence.as_ref(), &source)
                     .await
                     .map_err(super::operation_error)?;
                 Ok::<_, OpsError>(json!({

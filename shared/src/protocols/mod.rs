@@ -3,11 +3,11 @@
 //! path, which never reaches ingestion), identity corrections, source quarantines, and the HTTP
 //! shape of their answers (`http`, independent of the transport).
 
-pub mod corrections;
 pub mod http;
+pub mod identity_corrections;
 pub mod ingest;
 pub mod mcp;
-pub mod operations;
 pub mod ports;
 pub mod projection;
 pub mod query;
+pub mod source_quarantine;

@@ -3,11 +3,12 @@
 
 use super::{parse, received_clock, sample, DELIVERY_KEY};
 use acceptance::*;
+use feedsafe::aws::claims::S3ClaimStore;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::aws::s3::S3ArtifactStore;
 use feedsafe::aws::secrets::SecretsManagerSecrets;
-use feedsafe::aws::sqs::{S3ClaimStore, SqsDeliveryQueue};
+use feedsafe::aws::sqs::SqsDeliveryQueue;
 use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::domain::model::ReplayState;
 use feedsafe::intake::poller::{HttpExportSource, PullService};
@@ -15,7 +16,7 @@ use feedsafe::intake::webhook::WebhookService;
 use feedsafe::lambda::sqs::handle_sqs_batch;
 use feedsafe::lambda::CachedConnectors;
 use feedsafe::ops::{OpsService, RawArchive};
-use feedsafe::protocols::corrections::CorrectionService;
+use feedsafe::protocols::identity_corrections::CorrectionService;
 use feedsafe::protocols::ingest::IngestService;
 use feedsafe::protocols::ports::{Clock, NoFaults, SystemClock};
 use feedsafe::protocols::projection::Projector;

@@ -25,7 +25,9 @@ use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::{CorrectionKind, SourceRef};
 use feedsafe::domain::timestamp::Timestamp;
 use feedsafe::ops::{handle_ops, OpsRequest, OpsService, RawArchive};
-use feedsafe::protocols::corrections::{CorrectionError, CorrectionRequest, CorrectionService};
+use feedsafe::protocols::identity_corrections::{
+    CorrectionError, CorrectionRequest, CorrectionService,
+};
 use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
 use feedsafe::protocols::ports::{Clock, CrashPoint, Faults, NoFaults};
 use feedsafe::protocols::projection::{ProjectionKey, ProjectionStore, Projector};
@@ -77,7 +79,7 @@ impl Ids for SystemIds {
         } else {
             CorrectionKind::Correct
         };
-        feedsafe::protocols::corrections::correction_id(
+        feedsafe::protocols::identity_corrections::correction_id(
             &source_ref(source),
             &item_key(from),
             &CanonicalItem::parse_key(to).expect("item"),
@@ -457,9 +459,12 @@ impl System {
 
 /// A source quarantine set or lift: done, or refused because it was set (or lifted) already,
 /// which a generated history may ask for; anything else (a store failure) fails the history.
-fn settled_operation<T>(result: Result<T, feedsafe::protocols::operations::OperationError>) {
+fn settled_operation<T>(
+    result: Result<T, feedsafe::protocols::source_quarantine::SourceQuarantineError>,
+) {
     match result {
-        Ok(_) | Err(feedsafe::protocols::operations::OperationError::State { .. }) => {}
+        Ok(_)
+        | Err(feedsafe::protocols::source_quarantine::SourceQuarantineError::State { .. }) => {}
         Err(e) => panic!("source quarantine operation failed: {e}"),
     }
 }
@@ -561,8 +566,8 @@ impl StateMachineTest for ModelTest {
                     }
                 }
                 Step::Quarantine(source) => {
-                    let result = feedsafe::protocols::operations::quarantine_source(
-                        &system.env.store,
+                    let result = feedsafe::protocols::source_quarantine::quarantine_source(
+                        system.env.store.as_ref(),
                         &source_ref(*source),
                         "model",
                         None,
@@ -572,8 +577,8 @@ impl StateMachineTest for ModelTest {
                     settled_operation(result);
                 }
                 Step::Lift(source) => {
-                    let result = feedsafe::protocols::operations::lift_source_quarantine(
-                        &system.env.store,
+                    let result = feedsafe::protocols::source_quarantine::lift_source_quarantine(
+                        system.env.store.as_ref(),
                         &source_ref(*source),
                         "model",
                         None,

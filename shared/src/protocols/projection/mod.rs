@@ -10,21 +10,22 @@
 use crate::domain::connector::{ConnectorConfig, Publication};
 use crate::domain::ids::{ConnectorId, ObservationId, RunId, TenantId};
 use crate::domain::model::{
-    CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
-    RunStatus, SourceQuarantine, SourceRef,
+    CorrectionRules, Observation, ProjectionWork, Run, RunPageRecord, RunStatus, SourceRef,
 };
 use crate::domain::timestamp::Timestamp;
-use crate::protocols::corrections::Reattribution;
 use crate::protocols::ports::StoreError;
-use async_trait::async_trait;
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use tracing::{debug, info};
 
-mod ports;
-pub use ports::*;
+// The ports the projector and the read path share live in `crate::protocols::ports`; named here
+// too, where the projector's callers have always found them.
+pub use crate::protocols::ports::{
+    ClaimContext, ContextKeys, EvidenceReads, HistoryPage, ProjectedOffer, ProjectionKey,
+    ProjectionStore, ProjectorWrites, Reattribution, Reattributor, SourceState,
+};
 
 mod eligibility;
 pub use eligibility::{Eligibility, Visibility};

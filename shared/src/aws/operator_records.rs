@@ -26,8 +26,10 @@ use crate::domain::model::{
     SupersessionRecord, SweepRecord,
 };
 use crate::domain::timestamp::Timestamp;
-use crate::protocols::corrections::{CorrectionStore, Reattribution, Reattributor, Recorded};
+use crate::protocols::identity_corrections::{CorrectionStore, Recorded};
 use crate::protocols::ports::StoreError;
+use crate::protocols::ports::{Reattribution, Reattributor};
+use crate::protocols::source_quarantine::SourceQuarantineStore;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
@@ -381,6 +383,30 @@ fn with_value(
 }
 
 #[async_trait]
+impl SourceQuarantineStore for DynamoEvidenceStore {
+    async fn set_source_quarantine(
+        &self,
+        event: &SourceQuarantineEvent,
+    ) -> Result<bool, StoreError> {
+        DynamoEvidenceStore::set_source_quarantine(self, event).await
+    }
+
+    async fn lift_source_quarantine(
+        &self,
+        event: &SourceQuarantineEvent,
+    ) -> Result<bool, StoreError> {
+        DynamoEvidenceStore::lift_source_quarantine(self, event).await
+    }
+
+    async fn source_quarantine_events(
+        &self,
+        source: &SourceRef,
+    ) -> Result<Vec<SourceQuarantineEvent>, StoreError> {
+        DynamoEvidenceStore::source_quarantine_events(self, source).await
+    }
+}
+
+#[async_trait]
 impl CorrectionStore for DynamoEvidenceStore {
     async fn correction_rules(&self, source: &SourceRef) -> Result<CorrectionRules, StoreError> {
         self.rules_of(source).await
@@ -586,7 +612,7 @@ impl Reattributor for DynamoEvidenceStore {
         at: Timestamp,
     ) -> Result<Vec<ObservationId>, StoreError> {
         let mut done = Vec::new();
-        for group in moves.chunks(crate::protocols::corrections::REATTRIBUTION_GROUP) {
+        for group in moves.chunks(crate::protocols::identity_corrections::REATTRIBUTION_GROUP) {
             let mut actions = Vec::with_capacity(group.len() * 3);
             for step in group {
                 actions.extend(self.reattribution_actions(step, at)?);

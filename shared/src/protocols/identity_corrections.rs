@@ -24,12 +24,13 @@ use crate::domain::hashing::{base32_lower, sha256};
 use crate::domain::ids::ObservationId;
 use crate::domain::item::CanonicalItem;
 use crate::domain::model::{
-    CorrectionKind, CorrectionRule, CorrectionRules, IdentityCorrection, Observation, SourceRef,
+    CorrectionKind, CorrectionRule, CorrectionRules, IdentityCorrection, SourceRef,
     SupersessionRecord, SweepRecord,
 };
 use crate::domain::timestamp::Timestamp;
-use crate::protocols::ports::{Clock, CrashPoint, Faults, StoreError};
-use crate::protocols::projection::EvidenceReads;
+use crate::protocols::ports::{
+    Clock, CrashPoint, EvidenceReads, Faults, Reattribution, Reattributor, StoreError,
+};
 use async_trait::async_trait;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -47,29 +48,6 @@ pub const REATTRIBUTION_GROUP: usize = 25;
 /// ten groups a second keep both near 500 write units a second, half a partition's limit, so a
 /// large correction never throttles the ingest writing to the same item (docs/scale.md).
 pub const REATTRIBUTION_GROUP_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// One re-attribution: `old` (not superseded) moves to `to` under `correction_id`.
-#[derive(Debug, Clone)]
-pub struct Reattribution {
-    pub old: Observation,
-    pub to: CanonicalItem,
-    pub correction_id: String,
-}
-
-impl Reattribution {
-    /// The re-attribution `rules` call for, if `observation` is not attributed as they say.
-    pub fn needed(rules: &CorrectionRules, observation: &Observation) -> Option<Self> {
-        if observation.superseded_by.is_some() || rules.attributes(observation) {
-            return None;
-        }
-        let rule = rules.rule_for(observation.normalized_item())?;
-        Some(Self {
-            old: observation.clone(),
-            to: rule.to_item.clone(),
-            correction_id: rule.correction_id.clone(),
-        })
-    }
-}
 
 /// What recording a correction found.
 #[derive(Debug)]
@@ -113,18 +91,6 @@ pub trait CorrectionStore: Send + Sync {
     async fn settling(&self, now: Timestamp) -> Result<Vec<String>, StoreError>;
     /// Whether the correction has left the settling list.
     async fn is_settled(&self, id: &str) -> Result<bool, StoreError>;
-}
-
-/// Writes re-attributions. Each one is atomic (copy, mark, `SUP#` record) and conditional on
-/// the old observation not being superseded yet; one that lost that race is skipped. Returns
-/// the observations this call re-attributed.
-#[async_trait]
-pub trait Reattributor: Send + Sync {
-    async fn reattribute(
-        &self,
-        moves: &[Reattribution],
-        at: Timestamp,
-    ) -> Result<Vec<ObservationId>, StoreError>;
 }
 
 #[derive(Debug, Clone)]

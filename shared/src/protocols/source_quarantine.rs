@@ -3,19 +3,19 @@
 //! append-only record (who, why, when), written in one transaction with the state readers
 //! consult; the projector picks the change up from the stream and marks (or unmarks) the
 //! source's rows. History keeps everything the source said. Identity corrections are in
-//! `crate::protocols::corrections`.
+//! `crate::protocols::identity_corrections`.
 
-use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::domain::hashing::{base32_lower, sha256};
 use crate::domain::model::{SourceQuarantine, SourceQuarantineEvent, SourceRef};
 use crate::domain::timestamp::Timestamp;
+use crate::protocols::ports::EvidenceReads;
 use crate::protocols::ports::StoreError;
-use crate::protocols::projection::EvidenceReads;
+use async_trait::async_trait;
 use serde::Serialize;
 use tracing::info;
 
 #[derive(Debug, thiserror::Error)]
-pub enum OperationError {
+pub enum SourceQuarantineError {
     #[error("{0}")]
     Invalid(String),
     /// The source is already quarantined (set) or is not (lift).
@@ -23,6 +23,29 @@ pub enum OperationError {
     State { code: &'static str, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// The evidence-table writes and reads of source quarantines. Implemented by
+/// `DynamoEvidenceStore`.
+#[async_trait]
+pub trait SourceQuarantineStore: EvidenceReads {
+    /// Writes `event` (a set) and the source's state in one transaction; `false`, writing
+    /// nothing, when the source is already quarantined.
+    async fn set_source_quarantine(
+        &self,
+        event: &SourceQuarantineEvent,
+    ) -> Result<bool, StoreError>;
+    /// Writes `event` (a lift) and clears the source's state in one transaction; `false`,
+    /// writing nothing, when the source is not quarantined.
+    async fn lift_source_quarantine(
+        &self,
+        event: &SourceQuarantineEvent,
+    ) -> Result<bool, StoreError>;
+    /// Every set and lift of a source's quarantine, oldest first.
+    async fn source_quarantine_events(
+        &self,
+        source: &SourceRef,
+    ) -> Result<Vec<SourceQuarantineEvent>, StoreError>;
 }
 
 /// A source's quarantine state and every set and lift of it.
@@ -41,9 +64,11 @@ fn event(
     reason: &str,
     actor: Option<String>,
     at: Timestamp,
-) -> Result<SourceQuarantineEvent, OperationError> {
+) -> Result<SourceQuarantineEvent, SourceQuarantineError> {
     if reason.trim().is_empty() {
-        return Err(OperationError::Invalid("a reason is required".into()));
+        return Err(SourceQuarantineError::Invalid(
+            "a reason is required".into(),
+        ));
     }
     let event_id = format!(
         "sq_{}",
@@ -73,15 +98,15 @@ fn event(
 
 /// Excludes a source from the current projection; refused while it is already excluded.
 pub async fn quarantine_source(
-    store: &DynamoEvidenceStore,
+    store: &(impl SourceQuarantineStore + ?Sized),
     source: &SourceRef,
     reason: &str,
     actor: Option<String>,
     now: Timestamp,
-) -> Result<SourceQuarantineView, OperationError> {
+) -> Result<SourceQuarantineView, SourceQuarantineError> {
     let event = event(source, "set", reason, actor, now)?;
     if !store.set_source_quarantine(&event).await? {
-        return Err(OperationError::State {
+        return Err(SourceQuarantineError::State {
             code: "already_quarantined",
             message: format!(
                 "{}/{} is already quarantined; lift it first to change why",
@@ -95,15 +120,15 @@ pub async fn quarantine_source(
 
 /// Lifts a source's quarantine: its eligible claims become current again through the projector.
 pub async fn lift_source_quarantine(
-    store: &DynamoEvidenceStore,
+    store: &(impl SourceQuarantineStore + ?Sized),
     source: &SourceRef,
     reason: &str,
     actor: Option<String>,
     now: Timestamp,
-) -> Result<SourceQuarantineView, OperationError> {
+) -> Result<SourceQuarantineView, SourceQuarantineError> {
     let event = event(source, "lift", reason, actor, now)?;
     if !store.lift_source_quarantine(&event).await? {
-        return Err(OperationError::State {
+        return Err(SourceQuarantineError::State {
             code: "not_quarantined",
             message: format!(
                 "{}/{} is not quarantined",
@@ -116,9 +141,9 @@ pub async fn lift_source_quarantine(
 }
 
 pub async fn source_quarantine_view(
-    store: &DynamoEvidenceStore,
+    store: &(impl SourceQuarantineStore + ?Sized),
     source: &SourceRef,
-) -> Result<SourceQuarantineView, OperationError> {
+) -> Result<SourceQuarantineView, SourceQuarantineError> {
     let state: Option<SourceQuarantine> = EvidenceReads::source_quarantine(store, source).await?;
     let events = store.source_quarantine_events(source).await?;
     Ok(SourceQuarantineView {

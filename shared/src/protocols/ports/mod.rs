@@ -3,6 +3,11 @@
 //! fault points. Adapters in `crate::aws` implement these against DynamoDB and S3; the contract
 //! each method MUST keep is in its doc comment.
 
+mod evidence;
+mod reattribution;
+pub use evidence::*;
+pub use reattribution::{Reattribution, Reattributor};
+
 use crate::domain::connector::ConnectorConfig;
 use crate::domain::fingerprint::Fingerprint;
 use crate::domain::ids::{ConnectorId, ObservationId};

@@ -397,8 +397,8 @@ fn request(
     from: &str,
     to: &str,
     reason: &str,
-) -> feedsafe::protocols::corrections::CorrectionRequest {
-    feedsafe::protocols::corrections::CorrectionRequest {
+) -> feedsafe::protocols::identity_corrections::CorrectionRequest {
+    feedsafe::protocols::identity_corrections::CorrectionRequest {
         source: source_of(config),
         from_item: from.into(),
         to_item: feedsafe::domain::item::CanonicalItem::parse_key(to).unwrap(),
@@ -512,9 +512,9 @@ async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet()
     // Once the index has caught up, the sweeper's settling pass completes the correction.
     clock.set(
         feedsafe::domain::timestamp::Timestamp::now()
-            .plus_seconds(feedsafe::protocols::corrections::SETTLE_AFTER_SECONDS + 5),
+            .plus_seconds(feedsafe::protocols::identity_corrections::SETTLE_AFTER_SECONDS + 5),
     );
-    let later = feedsafe::protocols::corrections::CorrectionService::new(
+    let later = feedsafe::protocols::identity_corrections::CorrectionService::new(
         lagging.clone(),
         env.store.clone(),
         env.store.clone(),
@@ -599,11 +599,11 @@ async fn an_interrupted_correction_resumes_and_its_record_lists_everything_it_su
     assert!(
         matches!(
             err,
-            feedsafe::protocols::corrections::CorrectionError::InjectedCrash(_)
+            feedsafe::protocols::identity_corrections::CorrectionError::InjectedCrash(_)
         ),
         "{err:?}"
     );
-    let id = feedsafe::protocols::corrections::correction_id(
+    let id = feedsafe::protocols::identity_corrections::correction_id(
         &source_of(&acme),
         "AX-440~each~new",
         &feedsafe::domain::item::CanonicalItem::parse_key("AX-440-R2").unwrap(),
@@ -613,7 +613,7 @@ async fn an_interrupted_correction_resumes_and_its_record_lists_everything_it_su
     let half = env.corrections().view(&id).await.unwrap();
     assert_eq!(
         half.superseded_observations.len(),
-        feedsafe::protocols::corrections::REATTRIBUTION_GROUP,
+        feedsafe::protocols::identity_corrections::REATTRIBUTION_GROUP,
         "one group was done when it stopped"
     );
     let record_before = correction_item(&env, &id).await;
@@ -742,9 +742,7 @@ async fn a_correction_can_be_corrected_and_withdrawn_and_history_names_each_rule
         service
             .withdraw(&first.correction.correction_id, "again", None)
             .await,
-        Err(feedsafe::protocols::corrections::CorrectionError::Conflict(
-            _
-        ))
+        Err(feedsafe::protocols::identity_corrections::CorrectionError::Conflict(_))
     ));
     // The chain, claim by claim: which rule put it where, and when.
     let chain: Vec<(String, Option<String>, bool)> = {

@@ -5,11 +5,11 @@ use super::{
     OpsResult, OpsService,
 };
 use crate::domain::item::CanonicalItem;
-use crate::protocols::corrections::{CorrectionError, CorrectionRequest};
-use crate::protocols::operations::{
+use crate::protocols::identity_corrections::{CorrectionError, CorrectionRequest};
+use crate::protocols::query::Principal;
+use crate::protocols::source_quarantine::{
     lift_source_quarantine, quarantine_source, source_quarantine_view,
 };
-use crate::protocols::query::Principal;
 use serde::Deserialize;
 
 /// `to_item` as an item key (`AX-440~rB~each~new`) or as its parts.
@@ -108,7 +108,7 @@ impl OpsService {
         &self,
         principal: &Principal,
         id: &str,
-    ) -> Result<crate::protocols::corrections::CorrectionView, OpsError> {
+    ) -> Result<crate::protocols::identity_corrections::CorrectionView, OpsError> {
         let not_found = || OpsError::NotFound(format!("correction {id} not found"));
         if !id.starts_with("corr_")
             || id.len() > 64
@@ -155,7 +155,7 @@ impl OpsService {
         let config = self.tenant_connector(principal, &request.connector).await?;
         let source = Self::source_of(principal, &config, request.source_account.as_deref())?;
         let view = quarantine_source(
-            &self.evidence,
+            self.evidence.as_ref(),
             &source,
             &reason,
             actor_of(principal),
@@ -178,7 +178,7 @@ impl OpsService {
         let config = self.tenant_connector(principal, connector).await?;
         let source = Self::source_of(principal, &config, request.source_account.as_deref())?;
         let view = lift_source_quarantine(
-            &self.evidence,
+            self.evidence.as_ref(),
             &source,
             &reason,
             actor_of(principal),
@@ -199,7 +199,7 @@ impl OpsService {
     ) -> OpsResult {
         let config = self.tenant_connector(principal, connector).await?;
         let source = Self::source_of(principal, &config, account)?;
-        let view = source_quarantine_view(&self.evidence, &source)
+        let view = source_quarantine_view(self.evidence.as_ref(), &source)
             .await
             .map_err(operation_error)?;
         Ok((200, to_json(&view)))

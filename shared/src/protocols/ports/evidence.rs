@@ -1,7 +1,18 @@
 //! The ports of the projection and the read path: the evidence reads they need, the projection
 //! table, and the projector's own writes to the evidence table.
 
-use super::*;
+use super::reattribution::Reattribution;
+use super::StoreError;
+use crate::domain::connector::ConnectorConfig;
+use crate::domain::ids::{ConnectorId, ObservationId, TenantId};
+use crate::domain::model::{
+    CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
+    SourceQuarantine, SourceRef,
+};
+use crate::domain::timestamp::Timestamp;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// One page of an item's history, newest first.
 #[derive(Debug, Clone, Default)]
@@ -175,7 +186,7 @@ pub trait ProjectorWrites: Send + Sync {
     /// Idempotent: the same work stored twice is one record.
     async fn enqueue_work(&self, work: &[ProjectionWork]) -> Result<(), StoreError>;
     /// Re-attributes observations the rules in force attribute elsewhere (see
-    /// `corrections::Reattributor`); returns those this call re-attributed.
+    /// `Reattributor`); returns those this call re-attributed.
     async fn reattribute(
         &self,
         moves: &[Reattribution],
