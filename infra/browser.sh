@@ -8,6 +8,10 @@
 # Exit 1 says why they are not there (no apt, no root, the install failed): the caller decides
 # whether that skips the browser test (a developer's machine) or fails it (CI).
 set -euo pipefail
+case "${1:-}" in -h | --help) # the comment above, as usage; no work is done
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+    exit 0 ;;
+esac
 
 present() {
     command -v chromedriver >/dev/null 2>&1 &&

@@ -15,6 +15,10 @@
 # Several scripts may run this at once (CI starts the engines' install and the template
 # checks together): the uv bootstrap is serialized by a lock.
 set -euo pipefail
+case "${1:-}" in -h | --help) # the comment above, as usage; no work is done
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+    exit 0 ;;
+esac
 
 UV_VERSION="0.13.8"
 

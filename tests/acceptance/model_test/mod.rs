@@ -8,7 +8,8 @@
 //! every step what the system shows through its own read paths (offers, history, the delivery's
 //! record, the quarantine list) must equal what the reference model (`tests/model`) says.
 //!
-//! `FEEDSAFE_MODEL_CASES=N` runs N histories in all (default 300, spread over the lanes below).
+//! `FEEDSAFE_MODEL_CASES=N` runs N histories in all, spread over the lanes below (16 under a
+//! plain `cargo test`, 300 under `scripts/test`).
 //! On a failure proptest shrinks the history (`PROPTEST_MAX_SHRINK_ITERS`, default 64 here: each
 //! try replays against the engines), prints the minimal failing history and appends its seed
 //! (`cc <hex>`) to `tests/proptest-regressions/model_test/mod.txt`, which is re-run first on every
@@ -672,12 +673,13 @@ impl StateMachineTest for ModelTest {
     }
 }
 
-/// Histories in all (`FEEDSAFE_MODEL_CASES`, default 300), spread over the lanes.
+/// Histories in all (`FEEDSAFE_MODEL_CASES`), spread over the lanes. A plain `cargo test` runs a
+/// short model test; `scripts/test` sets 300, the number CI runs.
 fn cases_per_lane() -> u32 {
     let total: u32 = std::env::var("FEEDSAFE_MODEL_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(16);
     total.div_ceil(LANES)
 }
 
