@@ -12,7 +12,8 @@ use crate::domain::connector::{ConnectorConfig, ConnectorConfigError};
 use crate::domain::fingerprint::Fingerprint;
 use crate::domain::ids::{ConnectorId, ObservationId};
 use crate::domain::model::{
-    Observation, QuarantineEntry, ReplayRecord, ReplayState, Run, RunPageRecord, RunPageUpdate,
+    CommitMarker, Observation, QuarantineEntry, ReplayRecord, ReplayState, Run, RunPageRecord,
+    RunPageUpdate,
 };
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{
@@ -24,8 +25,8 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem, Update,
+    AttributeValue, CancellationReason, ConditionCheck, Put, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use std::collections::HashMap;
@@ -126,10 +127,11 @@ pub fn decode<T: serde::de::DeserializeOwned>(item: Item) -> Result<T, StoreErro
         .map_err(|e| StoreError::Invariant(format!("stored record does not decode: {e}")))
 }
 
-/// Decodes a stored observation, or reports and skips it (`None`) when this build cannot read
-/// it: a value stored before today's supported ranges were enforced (docs/decisions.md,
-/// "Supported ranges of stored values"). Reads of history and projections then go on without
-/// it, instead of failing (or being retried) for good on one row. The log names its key only.
+/// Decodes a stored observation, or reports and skips it (`None`) when this build cannot read it: a
+/// value stored before today's supported ranges were enforced
+/// (docs/adr/0012-supported-ranges-of-stored-values.md). Reads of history and projections then go
+/// on without it, instead of failing (or being retried) for good on one row. The log names its key
+/// only.
 pub(crate) fn decode_or_skip(item: Item, what: &str) -> Option<Observation> {
     let pk = item
         .get(PK)
@@ -485,6 +487,80 @@ impl DynamoEvidenceStore {
             .map_err(build_error)?;
         Ok(TransactWriteItem::builder().put(put).build())
     }
+
+    /// The actions of a chunk's transaction, in order, each with its role (to read the
+    /// cancellation reasons, one per action, in order).
+    fn chunk_actions(
+        &self,
+        chunk: &ChunkWrite,
+        now: Timestamp,
+    ) -> Result<(Vec<TransactWriteItem>, Vec<Role>), StoreError> {
+        let mut roles = Vec::with_capacity(chunk.observations.len() + chunk.witnesses.len() + 3);
+        let mut actions = Vec::with_capacity(roles.capacity());
+        if let Some(replay) = &chunk.replay {
+            actions.push(self.replay_action(replay, now)?);
+            roles.push(Role::Replay);
+        }
+        for observation in &chunk.observations {
+            actions.push(self.observation_action(observation)?);
+            roles.push(Role::Observation);
+        }
+        for witness in &chunk.witnesses {
+            actions.push(self.witness_action(witness)?);
+            roles.push(Role::Witness);
+        }
+        if let Some(page) = &chunk.run_page {
+            actions.push(self.run_page_action(page)?);
+            roles.push(Role::Other);
+        }
+        if let Some(marker) = &chunk.commit_marker {
+            actions.push(self.commit_marker_action(marker)?);
+            roles.push(Role::Other);
+        }
+        Ok((actions, roles))
+    }
+
+    /// An observation, written only under an id not taken yet.
+    fn observation_action(
+        &self,
+        observation: &Observation,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(observation_item(observation)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// The staged commit's check that a chunk's first observation is stored.
+    fn witness_action(&self, witness: &ObservationId) -> Result<TransactWriteItem, StoreError> {
+        let check = ConditionCheck::builder()
+            .table_name(&self.table)
+            .set_key(Some(key(observation_pk(witness.as_str()), SK_OBSERVATION)))
+            .condition_expression("attribute_exists(pk)")
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().condition_check(check).build())
+    }
+
+    /// The commit marker of a staged delivery's epoch, written once.
+    fn commit_marker_action(&self, marker: &CommitMarker) -> Result<TransactWriteItem, StoreError> {
+        let item = with_keys(
+            encode(marker)?,
+            commit_marker_pk(&marker.delivery_key, marker.epoch),
+            SK_COMMIT_MARKER,
+            "delivery_commit",
+        );
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
 }
 
 pub fn run_page_item(page: &RunPageRecord) -> Result<Item, StoreError> {
@@ -528,6 +604,55 @@ enum Role {
     Observation,
     Witness,
     Other,
+}
+
+/// A chunk's cancelled transaction, read from its reasons (one per action, in the order of
+/// `roles`): the replay condition first (with the record that won), then a retryable
+/// conflict, then a taken observation id, then a missing witness.
+fn chunk_cancelled(
+    reasons: Vec<CancellationReason>,
+    roles: &[Role],
+) -> Result<ChunkOutcome, StoreError> {
+    let code = |i: usize| {
+        reasons
+            .get(i)
+            .and_then(|r| r.code.as_deref())
+            .unwrap_or("None")
+    };
+    let failed = |role: Role| {
+        roles
+            .iter()
+            .enumerate()
+            .any(|(i, r)| *r == role && code(i) == "ConditionalCheckFailed")
+    };
+    if failed(Role::Replay) {
+        let old = reasons
+            .into_iter()
+            .next()
+            .and_then(|r| r.item)
+            .map(decode_replay)
+            .transpose()?
+            .map(Box::new);
+        return Ok(ChunkOutcome::ReplayConditionFailed(old));
+    }
+    let retryable = [
+        "TransactionConflict",
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+    ];
+    if (0..reasons.len()).any(|i| retryable.contains(&code(i))) {
+        return Ok(ChunkOutcome::Contended);
+    }
+    if failed(Role::Observation) {
+        return Ok(ChunkOutcome::ObservationIdTaken);
+    }
+    if failed(Role::Witness) {
+        return Ok(ChunkOutcome::WitnessMissing);
+    }
+    let codes: Vec<&str> = (0..reasons.len()).map(code).collect();
+    Err(StoreError::Invariant(format!(
+        "transaction cancelled although its conditions allowed it: reasons {codes:?}"
+    )))
 }
 
 #[async_trait]
@@ -627,58 +752,15 @@ impl EvidenceStore for DynamoEvidenceStore {
             .await
     }
 
+    /// One chunk of a delivery in one transaction: its replay action, its observations, its
+    /// witnesses, its run page and its commit marker. A cancelled transaction is read from its
+    /// cancellation reasons (`chunk_cancelled`).
     async fn write_chunk(
         &self,
         chunk: &ChunkWrite,
         now: Timestamp,
     ) -> Result<ChunkOutcome, StoreError> {
-        // What each action is, to read the cancellation reasons (one per action, in order).
-        let mut roles = Vec::with_capacity(chunk.observations.len() + chunk.witnesses.len() + 3);
-        let mut actions = Vec::with_capacity(roles.capacity());
-        if let Some(replay) = &chunk.replay {
-            actions.push(self.replay_action(replay, now)?);
-            roles.push(Role::Replay);
-        }
-        for observation in &chunk.observations {
-            let put = Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(observation_item(observation)?))
-                .condition_expression("attribute_not_exists(pk)")
-                .build()
-                .map_err(build_error)?;
-            actions.push(TransactWriteItem::builder().put(put).build());
-            roles.push(Role::Observation);
-        }
-        for witness in &chunk.witnesses {
-            let check = ConditionCheck::builder()
-                .table_name(&self.table)
-                .set_key(Some(key(observation_pk(witness.as_str()), SK_OBSERVATION)))
-                .condition_expression("attribute_exists(pk)")
-                .build()
-                .map_err(build_error)?;
-            actions.push(TransactWriteItem::builder().condition_check(check).build());
-            roles.push(Role::Witness);
-        }
-        if let Some(page) = &chunk.run_page {
-            actions.push(self.run_page_action(page)?);
-            roles.push(Role::Other);
-        }
-        if let Some(marker) = &chunk.commit_marker {
-            let item = with_keys(
-                encode(marker)?,
-                commit_marker_pk(&marker.delivery_key, marker.epoch),
-                SK_COMMIT_MARKER,
-                "delivery_commit",
-            );
-            let put = Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(pk)")
-                .build()
-                .map_err(build_error)?;
-            actions.push(TransactWriteItem::builder().put(put).build());
-            roles.push(Role::Other);
-        }
+        let (actions, roles) = self.chunk_actions(chunk, now)?;
         let result = self
             .client
             .transact_write_items()
@@ -693,47 +775,7 @@ impl EvidenceStore for DynamoEvidenceStore {
         };
         match error {
             TransactWriteItemsError::TransactionCanceledException(cancelled) => {
-                let reasons = cancelled.cancellation_reasons.unwrap_or_default();
-                let code = |i: usize| {
-                    reasons
-                        .get(i)
-                        .and_then(|r| r.code.as_deref())
-                        .unwrap_or("None")
-                };
-                let failed = |role: Role| {
-                    roles
-                        .iter()
-                        .enumerate()
-                        .any(|(i, r)| *r == role && code(i) == "ConditionalCheckFailed")
-                };
-                if failed(Role::Replay) {
-                    let old = reasons
-                        .into_iter()
-                        .next()
-                        .and_then(|r| r.item)
-                        .map(decode_replay)
-                        .transpose()?
-                        .map(Box::new);
-                    return Ok(ChunkOutcome::ReplayConditionFailed(old));
-                }
-                let retryable = [
-                    "TransactionConflict",
-                    "ThrottlingError",
-                    "ProvisionedThroughputExceeded",
-                ];
-                if (0..reasons.len()).any(|i| retryable.contains(&code(i))) {
-                    return Ok(ChunkOutcome::Contended);
-                }
-                if failed(Role::Observation) {
-                    return Ok(ChunkOutcome::ObservationIdTaken);
-                }
-                if failed(Role::Witness) {
-                    return Ok(ChunkOutcome::WitnessMissing);
-                }
-                let codes: Vec<&str> = (0..reasons.len()).map(code).collect();
-                Err(StoreError::Invariant(format!(
-                    "transaction cancelled although its conditions allowed it: reasons {codes:?}"
-                )))
+                chunk_cancelled(cancelled.cancellation_reasons.unwrap_or_default(), &roles)
             }
             // Same token, other parameters: a concurrent attempt at the same chunk ran first.
             TransactWriteItemsError::IdempotentParameterMismatchException(_)

@@ -507,99 +507,18 @@ impl EvidenceReads for DynamoEvidenceStore {
         context: &ContextKeys,
     ) -> Result<(Vec<Observation>, ClaimContext), StoreError> {
         // A batch may not name a key twice.
-        let ids_asked: BTreeSet<&ObservationId> = ids.iter().collect();
-        let sources: BTreeSet<&SourceRef> = context.sources.iter().collect();
-        let connectors: BTreeSet<&ConnectorId> = context.connectors.iter().collect();
-        let markers: BTreeSet<&(String, u32)> = context.commit_markers.iter().collect();
-        let mut keys: Vec<Item> = ids_asked
-            .iter()
-            .map(|id| key(observation_pk(id.as_str()), SK_OBSERVATION))
-            .collect();
-        keys.extend(sources.iter().flat_map(|source| {
-            [
-                key(source_quarantine_pk(source), SK_SOURCE_QUARANTINE),
-                key(rules_pk(source), SK_RULES),
-            ]
-        }));
-        keys.extend(
-            connectors
-                .iter()
-                .map(|id| key(connector_pk(id.as_str()), SK_CONNECTOR)),
-        );
-        keys.extend(
-            markers
-                .iter()
-                .map(|(k, epoch)| key(commit_marker_pk(k, *epoch), SK_COMMIT_MARKER)),
-        );
-        let mut observations: HashMap<ObservationId, Observation> = HashMap::new();
-        let mut quarantines: HashMap<String, SourceQuarantine> = HashMap::new();
-        let mut rules: HashMap<String, CorrectionRules> = HashMap::new();
-        let mut configs: HashMap<String, ConnectorConfig> = HashMap::new();
-        let mut committed: BTreeSet<String> = BTreeSet::new();
-        let what = "batch get observations and their context";
-        for item in batch_get(self.client(), self.table(), keys, what).await? {
-            let text = |name: &str| {
-                item.get(name)
-                    .and_then(|v| v.as_s().ok())
-                    .cloned()
-                    .unwrap_or_default()
-            };
-            let (pk, sk) = (text(super::dynamo::PK), text(super::dynamo::SK));
-            match sk.as_str() {
-                SK_OBSERVATION => {
-                    if let Some(o) = decode_or_skip(item, what) {
-                        observations.insert(o.observation_id.clone(), o);
-                    }
-                }
-                SK_SOURCE_QUARANTINE => {
-                    quarantines.insert(pk, decode(item)?);
-                }
-                SK_RULES => {
-                    rules.insert(pk, decode::<StoredRules>(item)?.rules);
-                }
-                SK_CONNECTOR => {
-                    configs.insert(pk, decode(item)?);
-                }
-                SK_COMMIT_MARKER => {
-                    committed.insert(pk);
-                }
-                other => {
-                    return Err(StoreError::Invariant(format!(
-                        "{what}: an item with sort key {other:?} was not asked for"
-                    )))
-                }
-            }
-        }
-        let found = ClaimContext {
-            // In the order asked.
-            sources: context
-                .sources
-                .iter()
-                .map(|source| SourceState {
-                    source: source.clone(),
-                    quarantine: quarantines.get(&source_quarantine_pk(source)).cloned(),
-                    rules: rules.get(&rules_pk(source)).cloned().unwrap_or_default(),
-                })
-                .collect(),
-            connectors: connectors
-                .into_iter()
-                .map(|id| (id.clone(), configs.remove(&connector_pk(id.as_str()))))
-                .collect(),
-            commit_markers: markers
-                .into_iter()
-                .map(|(k, epoch)| {
-                    let exists = committed.contains(&commit_marker_pk(k, *epoch));
-                    ((k.clone(), *epoch), exists)
-                })
-                .collect(),
+        let asked = KeysAsked {
+            ids: ids.iter().collect(),
+            sources: context.sources.iter().collect(),
+            connectors: context.connectors.iter().collect(),
+            markers: context.commit_markers.iter().collect(),
         };
-        // Keep the caller's order.
-        Ok((
-            ids.iter()
-                .filter_map(|id| observations.remove(id))
-                .collect(),
-            found,
-        ))
+        let mut found = ItemsFound::default();
+        let what = "batch get observations and their context";
+        for item in batch_get(self.client(), self.table(), asked.keys(), what).await? {
+            found.take(item, what)?;
+        }
+        Ok(found.answer(ids, context, asked))
     }
 
     async fn item_history(
@@ -638,6 +557,137 @@ impl EvidenceReads for DynamoEvidenceStore {
                 .as_ref()
                 .and_then(|last| history_cursor::encode(tenant, item, last)),
         })
+    }
+}
+
+/// The distinct keys of one `observations_in_context` read.
+struct KeysAsked<'a> {
+    ids: BTreeSet<&'a ObservationId>,
+    sources: BTreeSet<&'a SourceRef>,
+    connectors: BTreeSet<&'a ConnectorId>,
+    markers: BTreeSet<&'a (String, u32)>,
+}
+
+impl KeysAsked<'_> {
+    /// The observations' keys, then each source's quarantine and rules, each connector's
+    /// configuration and each commit marker.
+    fn keys(&self) -> Vec<Item> {
+        let mut keys: Vec<Item> = self
+            .ids
+            .iter()
+            .map(|id| key(observation_pk(id.as_str()), SK_OBSERVATION))
+            .collect();
+        keys.extend(self.sources.iter().flat_map(|source| {
+            [
+                key(source_quarantine_pk(source), SK_SOURCE_QUARANTINE),
+                key(rules_pk(source), SK_RULES),
+            ]
+        }));
+        keys.extend(
+            self.connectors
+                .iter()
+                .map(|id| key(connector_pk(id.as_str()), SK_CONNECTOR)),
+        );
+        keys.extend(
+            self.markers
+                .iter()
+                .map(|(k, epoch)| key(commit_marker_pk(k, *epoch), SK_COMMIT_MARKER)),
+        );
+        keys
+    }
+}
+
+/// The items an `observations_in_context` read found, by kind, under their `pk`.
+#[derive(Default)]
+struct ItemsFound {
+    observations: HashMap<ObservationId, Observation>,
+    quarantines: HashMap<String, SourceQuarantine>,
+    rules: HashMap<String, CorrectionRules>,
+    configs: HashMap<String, ConnectorConfig>,
+    committed: BTreeSet<String>,
+}
+
+impl ItemsFound {
+    /// Files one item found by its sort key; an item of a kind not asked for is an invariant
+    /// broken.
+    fn take(&mut self, item: Item, what: &str) -> Result<(), StoreError> {
+        let text = |name: &str| {
+            item.get(name)
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_default()
+        };
+        let (pk, sk) = (text(super::dynamo::PK), text(super::dynamo::SK));
+        match sk.as_str() {
+            SK_OBSERVATION => {
+                if let Some(o) = decode_or_skip(item, what) {
+                    self.observations.insert(o.observation_id.clone(), o);
+                }
+            }
+            SK_SOURCE_QUARANTINE => {
+                self.quarantines.insert(pk, decode(item)?);
+            }
+            SK_RULES => {
+                self.rules.insert(pk, decode::<StoredRules>(item)?.rules);
+            }
+            SK_CONNECTOR => {
+                self.configs.insert(pk, decode(item)?);
+            }
+            SK_COMMIT_MARKER => {
+                self.committed.insert(pk);
+            }
+            other => {
+                return Err(StoreError::Invariant(format!(
+                    "{what}: an item with sort key {other:?} was not asked for"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// The observations in the caller's order, and the context as `ClaimContext` reports it.
+    fn answer(
+        mut self,
+        ids: &[ObservationId],
+        context: &ContextKeys,
+        asked: KeysAsked<'_>,
+    ) -> (Vec<Observation>, ClaimContext) {
+        let found = ClaimContext {
+            // In the order asked.
+            sources: context
+                .sources
+                .iter()
+                .map(|source| SourceState {
+                    source: source.clone(),
+                    quarantine: self.quarantines.get(&source_quarantine_pk(source)).cloned(),
+                    rules: self
+                        .rules
+                        .get(&rules_pk(source))
+                        .cloned()
+                        .unwrap_or_default(),
+                })
+                .collect(),
+            connectors: asked
+                .connectors
+                .into_iter()
+                .map(|id| (id.clone(), self.configs.remove(&connector_pk(id.as_str()))))
+                .collect(),
+            commit_markers: asked
+                .markers
+                .into_iter()
+                .map(|(k, epoch)| {
+                    let exists = self.committed.contains(&commit_marker_pk(k, *epoch));
+                    ((k.clone(), *epoch), exists)
+                })
+                .collect(),
+        };
+        // Keep the caller's order.
+        (
+            ids.iter()
+                .filter_map(|id| self.observations.remove(id))
+                .collect(),
+            found,
+        )
     }
 }
 

@@ -1,5 +1,5 @@
-//! The ingest protocol (DESIGN.md section 5): one delivery key yields at most one set of
-//! observations, each traceable to a verified raw artifact, whatever fails in between.
+//! The ingest protocol (docs/architecture.md section 6): one delivery key yields at most one set
+//! of observations, each traceable to a verified raw artifact, whatever fails in between.
 //!
 //! Order of work for one message:
 //! 1. parse the envelope, find the connector, load and validate the body (refusals are final);
@@ -12,22 +12,23 @@
 //!    at once, then one transaction flips the record to `COMMITTED` if every chunk is there;
 //!    any later attempt writes the chunks still missing and commits.
 //!
-//! Files: the service and its steps here, `artifact` (the raw artifact's put and verification,
-//! and the waits for a racing writer), `staged` (the chunks of a large delivery and its commit), `outcome` (what one message answers), `keys` (the
-//! deterministic names and chunk plans), `refusals` (mismatches quarantined, unusable input
-//! rejected).
+//! Files: the service and its steps here (the message prepared, then settled step by step:
+//! probe, fresh store, resume, backoff), `artifact` (the raw artifact's put and verification,
+//! and the waits for a racing writer), `fresh` (the record and first chunk of a new delivery),
+//! `staged` (the chunks of a large delivery and its commit), `outcome` (what one message
+//! answers), `keys` (the deterministic names and chunk plans), `refusals` (mismatches
+//! quarantined, unusable input rejected). The crash points between these writes are listed in
+//! docs/crash-points.md.
 
 mod artifact;
+mod fresh;
 mod keys;
 mod outcome;
 mod refusals;
 mod staged;
 
-use staged::run_page;
-
 use artifact::{RACING_WAITS, STORED_WAITS};
 pub(crate) use keys::attempt_nonce;
-use keys::transaction_token;
 pub use keys::{artifact_key, chunk_plan, fingerprint_of, parallel_chunks, rejected_key};
 pub use outcome::{
     DeliveryResult, IngestError, IngestOutcome, MismatchReport, RejectReport, MISMATCH_CODE,
@@ -39,16 +40,15 @@ use crate::domain::fingerprint::Fingerprint;
 use crate::domain::hashing::{base64_decode, hex, sha256};
 use crate::domain::ids::{DeliveryKey, ObservationId};
 use crate::domain::model::{
-    CorrectionRules, DedupConfidence, Observation, PriorEpoch, ReplayRecord, ReplayState,
-    SourceRef, CLAIM_SOURCE_REPORTED, VERIFICATION_UNVERIFIED,
+    CorrectionRules, Observation, ReplayRecord, ReplayState, SourceRef, CLAIM_SOURCE_REPORTED,
+    VERIFICATION_UNVERIFIED,
 };
 use crate::domain::normalize::{normalize, normalize_and_fingerprint, NormalizedRow};
 use crate::domain::reject::{RejectCode, Rejection};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{
-    ArtifactError, ArtifactStore, ArtifactWrite, AttemptProbe, ChunkOutcome, ChunkWrite, Clock,
-    ConnectorDirectory, CrashPoint, EvidenceStore, Faults, ReplacedRecord, ReplayAction,
-    ReplayHint, StoreError,
+    ArtifactError, ArtifactStore, ArtifactWrite, AttemptProbe, Clock, ConnectorDirectory,
+    CrashPoint, EvidenceStore, Faults, ReplayHint, StoreError,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -226,32 +226,7 @@ impl IngestService {
 
     /// Connector, body and rows: everything that can refuse the message, before anything is written.
     async fn prepare(&self, envelope: &DeliveryEnvelope) -> Result<Delivery, Failure> {
-        let connector = self
-            .connectors
-            .connector(&envelope.connector)
-            .await?
-            .ok_or_else(|| {
-                Failure::Refused(Rejection::new(
-                    RejectCode::UnknownConnector,
-                    format!(
-                        "connector {:?} is not configured",
-                        envelope.connector.as_str()
-                    ),
-                ))
-            })?;
-        if connector.tenant != envelope.tenant
-            || connector.source_account != envelope.source_account
-        {
-            return Err(Failure::Refused(Rejection::new(
-                RejectCode::UnknownConnector,
-                format!(
-                    "connector {:?} is not configured for tenant {:?} and source account {:?}",
-                    envelope.connector.as_str(),
-                    envelope.tenant.as_str(),
-                    envelope.source_account.as_str()
-                ),
-            )));
-        }
+        let connector = self.owning_connector(envelope).await?;
         // After the ownership check (a refusal that holds whatever the settings say), before
         // any setting is used: the horizon and the size limit of an invalid connector are
         // never applied.
@@ -278,23 +253,8 @@ impl IngestService {
             .replay_hint_and_rules(&key_text, &payload_sha256, &source, now)
             .await?;
         if hint == ReplayHint::SamePayload {
-            // This check stands where the artifact put stands on the full path: both crash
-            // points of that step come before anything is counted.
-            self.crash_point(CrashPoint::BeforeArtifact)?;
-            self.crash_point(CrashPoint::AfterArtifact)?;
-            if let Some(record) = self
-                .store
-                .count_byte_identical_replay(&key_text, &payload_sha256, now)
-                .await?
-            {
-                info!(
-                    attempts = record.attempts,
-                    "byte-identical replay: stored result returned"
-                );
-                return Err(Failure::Settled(IngestOutcome::Replayed(
-                    DeliveryResult::of(&record),
-                )));
-            }
+            self.settle_byte_identical_replay(&key_text, &payload_sha256, now)
+                .await?;
         }
         let refused = |rejection: Rejection| match envelope.body {
             BodyRef::S3 { .. } => Failure::RefusedClaimedBody(rejection, body.clone()),
@@ -320,6 +280,69 @@ impl IngestService {
             rules,
             recorded: hint == ReplayHint::Recorded,
         })
+    }
+
+    /// The envelope's connector, configured for the envelope's tenant and source account.
+    async fn owning_connector(
+        &self,
+        envelope: &DeliveryEnvelope,
+    ) -> Result<ConnectorConfig, Failure> {
+        let connector = self
+            .connectors
+            .connector(&envelope.connector)
+            .await?
+            .ok_or_else(|| {
+                Failure::Refused(Rejection::new(
+                    RejectCode::UnknownConnector,
+                    format!(
+                        "connector {:?} is not configured",
+                        envelope.connector.as_str()
+                    ),
+                ))
+            })?;
+        if connector.tenant != envelope.tenant
+            || connector.source_account != envelope.source_account
+        {
+            return Err(Failure::Refused(Rejection::new(
+                RejectCode::UnknownConnector,
+                format!(
+                    "connector {:?} is not configured for tenant {:?} and source account {:?}",
+                    envelope.connector.as_str(),
+                    envelope.tenant.as_str(),
+                    envelope.source_account.as_str()
+                ),
+            )));
+        }
+        Ok(connector)
+    }
+
+    /// A byte-identical replay of a committed delivery: counted on its record and answered from
+    /// it (`Failure::Settled`). A stale read (the record no longer says so) falls through to the
+    /// full path.
+    async fn settle_byte_identical_replay(
+        &self,
+        key_text: &str,
+        payload_sha256: &str,
+        now: Timestamp,
+    ) -> Result<(), Failure> {
+        // This check stands where the artifact put stands on the full path: both crash
+        // points of that step come before anything is counted.
+        self.crash_point(CrashPoint::BeforeArtifact)?;
+        self.crash_point(CrashPoint::AfterArtifact)?;
+        if let Some(record) = self
+            .store
+            .count_byte_identical_replay(key_text, payload_sha256, now)
+            .await?
+        {
+            info!(
+                attempts = record.attempts,
+                "byte-identical replay: stored result returned"
+            );
+            return Err(Failure::Settled(IngestOutcome::Replayed(
+                DeliveryResult::of(&record),
+            )));
+        }
+        Ok(())
     }
 
     async fn load_body(
@@ -376,24 +399,8 @@ impl IngestService {
         first: Step,
         written: ArtifactWrite,
     ) -> Result<IngestOutcome, IngestError> {
-        let mut verified = written == ArtifactWrite::Created;
-        // The artifact is going there, or there, but no record was when we looked: most likely
-        // another worker is uploading or committing this payload right now (or one died after
-        // its put). An upload in flight gets the long wait; a stored artifact the short one.
-        let racer_waits = match written {
-            ArtifactWrite::Racing => RACING_WAITS,
-            ArtifactWrite::AlreadyStored if !d.recorded => STORED_WAITS,
-            _ => 0,
-        };
-        let put_raced = written == ArtifactWrite::Racing;
+        let mut progress = Progress::after(written, d.recorded);
         let mut round = 0;
-        // One attempt per message: once this message is counted on the record (by a probe, or
-        // by creating the record with `attempts: 1`), later probes only look.
-        let mut counted = false;
-        // While the racing writer's record is not visible yet, wait for it a few times before
-        // storing the payload ourselves: a transaction its commit would cancel is billed in
-        // full. A writer that died after its put costs its redelivery the short waits.
-        let mut waited_for_racer = 0;
         let mut step = first;
         loop {
             round += 1;
@@ -403,68 +410,15 @@ impl IngestService {
             }
             step = match step {
                 Step::Done(outcome) => return Ok(outcome),
-                Step::Probe(expected) => match self
-                    .store
-                    .record_attempt(&d.key_text, &expected, !counted, d.now)
-                    .await?
-                {
-                    AttemptProbe::Absent if waited_for_racer < racer_waits => {
-                        Step::AwaitRacer(waited_for_racer)
-                    }
-                    AttemptProbe::Absent => Step::Fresh(None),
-                    AttemptProbe::Contended => Step::Backoff,
-                    AttemptProbe::Expired(old) => Step::Fresh(Some(old)),
-                    // A committed record points at an artifact verified before it committed.
-                    AttemptProbe::Matches(record) => {
-                        counted = true;
-                        match record.state {
-                            ReplayState::Committed => {
-                                info!(
-                                    attempts = record.attempts,
-                                    "replayed: stored result returned"
-                                );
-                                Step::Done(IngestOutcome::Replayed(DeliveryResult::of(&record)))
-                            }
-                            ReplayState::Pending => Step::Resume(record),
-                        }
-                    }
-                    AttemptProbe::Differs(record) => {
-                        let received = self.received_fingerprint(d, &record);
-                        if received == record.fingerprint {
-                            // Same payload under the rule recorded with the original.
-                            Step::Probe(received)
-                        } else {
-                            self.verify_once(d, &mut verified, put_raced).await?;
-                            Step::Done(self.quarantine_mismatch(d, &record, received).await?)
-                        }
-                    }
-                },
-                Step::Fresh(replacing) => {
-                    self.verify_once(d, &mut verified, put_raced).await?;
-                    let next = self.store_fresh(d, replacing, None).await?;
-                    counted |= created_the_record(&next);
-                    next
-                }
+                Step::Probe(expected) => self.probe(d, expected, &mut progress).await?,
+                Step::Fresh(replacing) => self.fresh(d, replacing, None, &mut progress).await?,
                 Step::FreshAfterDeletedRecord(epoch) => {
-                    self.verify_once(d, &mut verified, put_raced).await?;
-                    let next = self.store_fresh(d, None, Some(epoch)).await?;
-                    counted |= created_the_record(&next);
-                    next
+                    self.fresh(d, None, Some(epoch), &mut progress).await?
                 }
-                Step::FindEpoch(taken) => {
-                    let mut epoch = taken + 1;
-                    while self
-                        .store
-                        .observation_exists(&ObservationId::derive(&d.key, epoch, 0))
-                        .await?
-                    {
-                        epoch += 1;
-                    }
-                    warn!(epoch, "observation ids of earlier epochs exist without a replay record: stored beyond the horizon");
-                    Step::FreshAfterDeletedRecord(epoch)
-                }
+                Step::FindEpoch(taken) => self.find_free_epoch(d, taken).await?,
                 Step::Resume(record) => {
-                    self.verify_once(d, &mut verified, put_raced).await?;
+                    self.verify_once(d, &mut progress.verified, progress.put_raced)
+                        .await?;
                     self.resume(d, record).await?
                 }
                 Step::Backoff => {
@@ -472,12 +426,91 @@ impl IngestService {
                     Step::Probe(d.fingerprint.clone())
                 }
                 Step::AwaitRacer(n) => {
-                    waited_for_racer = n + 1;
+                    progress.waited_for_racer = n + 1;
                     tokio::time::sleep(backoff(n + 1, &d.key_text)).await;
                     Step::Probe(d.fingerprint.clone())
                 }
             };
         }
+    }
+
+    /// Looks at the record under the key (counting this message's attempt on it, once) and
+    /// answers from what stands there.
+    async fn probe(
+        &self,
+        d: &Delivery,
+        expected: Fingerprint,
+        progress: &mut Progress,
+    ) -> Result<Step, IngestError> {
+        let probe = self
+            .store
+            .record_attempt(&d.key_text, &expected, !progress.counted, d.now)
+            .await?;
+        Ok(match probe {
+            AttemptProbe::Absent if progress.waited_for_racer < progress.racer_waits => {
+                Step::AwaitRacer(progress.waited_for_racer)
+            }
+            AttemptProbe::Absent => Step::Fresh(None),
+            AttemptProbe::Contended => Step::Backoff,
+            AttemptProbe::Expired(old) => Step::Fresh(Some(old)),
+            // A committed record points at an artifact verified before it committed.
+            AttemptProbe::Matches(record) => {
+                progress.counted = true;
+                matched(record)
+            }
+            AttemptProbe::Differs(record) => self.differs(d, &record, progress).await?,
+        })
+    }
+
+    /// A record of another fingerprint: the same payload under the rule recorded with it
+    /// (probed again under that rule), or a changed payload to quarantine.
+    async fn differs(
+        &self,
+        d: &Delivery,
+        record: &ReplayRecord,
+        progress: &mut Progress,
+    ) -> Result<Step, IngestError> {
+        let received = self.received_fingerprint(d, record);
+        if received == record.fingerprint {
+            // Same payload under the rule recorded with the original.
+            return Ok(Step::Probe(received));
+        }
+        self.verify_once(d, &mut progress.verified, progress.put_raced)
+            .await?;
+        Ok(Step::Done(
+            self.quarantine_mismatch(d, record, received).await?,
+        ))
+    }
+
+    /// Stores the payload as new, over nothing, over the `replacing` expired record or beyond
+    /// the `after_deleted_record` epoch, once its artifact is verified.
+    async fn fresh(
+        &self,
+        d: &Delivery,
+        replacing: Option<ReplayRecord>,
+        after_deleted_record: Option<u32>,
+        progress: &mut Progress,
+    ) -> Result<Step, IngestError> {
+        self.verify_once(d, &mut progress.verified, progress.put_raced)
+            .await?;
+        let next = self.store_fresh(d, replacing, after_deleted_record).await?;
+        progress.counted |= created_the_record(&next);
+        Ok(next)
+    }
+
+    /// Observation ids of epoch `taken` exist although no record does (deleted by TTL): the
+    /// first later epoch whose first id is free.
+    async fn find_free_epoch(&self, d: &Delivery, taken: u32) -> Result<Step, IngestError> {
+        let mut epoch = taken + 1;
+        while self
+            .store
+            .observation_exists(&ObservationId::derive(&d.key, epoch, 0))
+            .await?
+        {
+            epoch += 1;
+        }
+        warn!(epoch, "observation ids of earlier epochs exist without a replay record: stored beyond the horizon");
+        Ok(Step::FreshAfterDeletedRecord(epoch))
     }
 
     /// The received payload's fingerprint under the rule and format recorded with `record`.
@@ -494,115 +527,6 @@ impl IngestService {
                 sha256_hex: d.payload_sha256.clone(),
             },
         )
-    }
-
-    async fn store_fresh(
-        &self,
-        d: &Delivery,
-        replacing: Option<ReplayRecord>,
-        after_deleted_record: Option<u32>,
-    ) -> Result<Step, IngestError> {
-        let epoch = match (&replacing, after_deleted_record) {
-            (Some(old), _) => old.epoch + 1,
-            (None, Some(epoch)) => epoch,
-            (None, None) => 0,
-        };
-        let total_rows = d.rows.len();
-        let chunks_total = chunk_plan(total_rows).len() as u32;
-        let staged = chunks_total > 1;
-        let record = ReplayRecord {
-            delivery_key: d.key_text.clone(),
-            tenant: d.key.tenant.clone(),
-            connector: d.key.connector.clone(),
-            source_account: d.key.source_account.clone(),
-            source_delivery_id: d.key.source_delivery_id.clone(),
-            identity_strength: d.key.strength,
-            identity_basis: d.envelope.delivery.basis.clone(),
-            state: if staged {
-                ReplayState::Pending
-            } else {
-                ReplayState::Committed
-            },
-            fingerprint: d.fingerprint.clone(),
-            payload_format: d.connector.payload_format,
-            payload_sha256: d.payload_sha256.clone(),
-            artifact_key: d.artifact_key.clone(),
-            content_type: d.envelope.content_type.clone(),
-            observation_ids: (0..total_rows)
-                .map(|i| ObservationId::derive(&d.key, epoch, i))
-                .collect(),
-            chunks_total,
-            chunks_done: 1,
-            epoch,
-            attempts: 1,
-            first_attempt_at: d.now,
-            last_attempt_at: d.now,
-            retrieved_at: d.envelope.retrieved_at,
-            committed_at: (!staged).then_some(d.now),
-            expires_at: d.now.unix_seconds() + d.connector.horizon_seconds(),
-            run: d.envelope.run.clone(),
-            dedup_confidence: if epoch > 0 {
-                DedupConfidence::BeyondHorizon
-            } else {
-                DedupConfidence::WithinHorizon
-            },
-            previous_epoch: match (&replacing, after_deleted_record) {
-                (Some(old), _) => Some(PriorEpoch {
-                    epoch: old.epoch,
-                    fingerprint: Some(old.fingerprint.clone()),
-                    committed_at: old.committed_at,
-                    observation_count: Some(old.observation_ids.len() as u32),
-                }),
-                (None, Some(epoch)) => Some(PriorEpoch {
-                    epoch: epoch - 1,
-                    fingerprint: None,
-                    committed_at: None,
-                    observation_count: None,
-                }),
-                (None, None) => None,
-            },
-        };
-        let rules = &d.rules;
-        let observations = self.observations(&record, &d.rows, &d.connector, rules, d.now);
-        let chunk = ChunkWrite {
-            token: transaction_token(&record, 0, d.nonce),
-            replay: Some(ReplayAction::Create {
-                record: Box::new(record.clone()),
-                replacing: replacing.as_ref().map(|old| ReplacedRecord {
-                    epoch: old.epoch,
-                    expires_at: old.expires_at,
-                }),
-            }),
-            observations: observations[chunk_plan(total_rows)[0].clone()].to_vec(),
-            witnesses: Vec::new(),
-            run_page: (!staged).then(|| run_page(&record, d.now)).flatten(),
-            commit_marker: None,
-        };
-        match self.store.write_chunk(&chunk, d.now).await? {
-            ChunkOutcome::Written if !staged => {
-                self.crash_point(CrashPoint::AfterCommit)?;
-                info!(observations = total_rows, "committed");
-                Ok(Step::Done(IngestOutcome::Committed(DeliveryResult::of(
-                    &record,
-                ))))
-            }
-            ChunkOutcome::Written => {
-                self.crash_point(CrashPoint::AfterChunk(1))?;
-                Ok(Step::Resume(record))
-            }
-            ChunkOutcome::ReplayConditionFailed(Some(old))
-                if old.is_expired_at(d.now)
-                    && replacing.as_ref().is_none_or(|r| r.epoch != old.epoch) =>
-            {
-                Ok(Step::Fresh(Some(*old)))
-            }
-            ChunkOutcome::ReplayConditionFailed(_) => Ok(Step::Probe(d.fingerprint.clone())),
-            ChunkOutcome::Contended => Ok(Step::Backoff),
-            ChunkOutcome::ObservationIdTaken => Ok(Step::FindEpoch(epoch)),
-            ChunkOutcome::WitnessMissing => {
-                Err(StoreError::Invariant("the create transaction has no witnesses".into()).into())
-            }
-        }
     }
 
     /// Rows in the order the record's rule assigns indices, even if the connector changed since.
@@ -695,6 +619,57 @@ impl IngestService {
                 future_dated: row.observed_at > latest_plausible,
             })
             .collect()
+    }
+}
+
+/// What one message's attempt has learned on its way to a final outcome.
+struct Progress {
+    /// The artifact was created or verified in this attempt.
+    verified: bool,
+    /// The artifact put raced another writer's (S3's 409).
+    put_raced: bool,
+    /// The artifact is going there, or there, but no record was when we looked: most likely
+    /// another worker is uploading or committing this payload right now (or one died after
+    /// its put). An upload in flight gets the long wait; a stored artifact the short one.
+    racer_waits: u32,
+    /// While the racing writer's record is not visible yet, wait for it a few times before
+    /// storing the payload ourselves: a transaction its commit would cancel is billed in
+    /// full. A writer that died after its put costs its redelivery the short waits.
+    waited_for_racer: u32,
+    /// One attempt per message: once this message is counted on the record (by a probe, or
+    /// by creating the record with `attempts: 1`), later probes only look.
+    counted: bool,
+}
+
+impl Progress {
+    /// Before the first step, after the artifact put answered `written`.
+    fn after(written: ArtifactWrite, recorded: bool) -> Self {
+        Self {
+            verified: written == ArtifactWrite::Created,
+            put_raced: written == ArtifactWrite::Racing,
+            racer_waits: match written {
+                ArtifactWrite::Racing => RACING_WAITS,
+                ArtifactWrite::AlreadyStored if !recorded => STORED_WAITS,
+                _ => 0,
+            },
+            waited_for_racer: 0,
+            counted: false,
+        }
+    }
+}
+
+/// A record of this payload: its stored result once `COMMITTED`; while `PENDING`, the rest of
+/// its chunks and the commit.
+fn matched(record: ReplayRecord) -> Step {
+    match record.state {
+        ReplayState::Committed => {
+            info!(
+                attempts = record.attempts,
+                "replayed: stored result returned"
+            );
+            Step::Done(IngestOutcome::Replayed(DeliveryResult::of(&record)))
+        }
+        ReplayState::Pending => Step::Resume(record),
     }
 }
 
