@@ -29,4 +29,5 @@ mod read_path;
 mod request_budget;
 mod runs;
 mod soak;
+mod telemetry;
 mod template;

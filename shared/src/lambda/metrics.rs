@@ -1,6 +1,10 @@
 //! CloudWatch embedded metric format (EMF): one JSON log line per batch that CloudWatch turns
-//! into metrics (namespace `Feedsafe`, dimension `Service`). Emitted only inside Lambda, where
-//! stdout goes to CloudWatch; the local stack and tests keep their logs readable.
+//! into metrics (namespace `Feedsafe`). Every metric is published twice: under the dimension
+//! `Service` (the handler: `ingest`, `projector`; the alarms read these) and under `service`
+//! (Powertools' dimension: `POWERTOOLS_SERVICE_NAME`, see `lambda::logging`). `ColdStart`
+//! (Count 1) is emitted once per execution environment, on its first invocation. Emitted only
+//! inside Lambda, where stdout goes to CloudWatch; the local stack and tests keep their logs
+//! readable.
 
 use serde_json::{json, Map, Value};
 
@@ -21,8 +25,18 @@ impl BatchMetrics {
         self.values.push((name, value as f64, "Milliseconds"));
     }
 
-    /// The EMF document for `service` at `timestamp_ms`.
+    /// The EMF document for `service` at `timestamp_ms`, with the `service` dimension named
+    /// by `lambda::logging::service_name`.
     pub fn to_emf(&self, service: &str, timestamp_ms: i64) -> Value {
+        self.to_emf_for(
+            service,
+            crate::lambda::logging::service_name(),
+            timestamp_ms,
+        )
+    }
+
+    /// The EMF document: dimension `Service` = `service`, dimension `service` = `powertools`.
+    pub fn to_emf_for(&self, service: &str, powertools: &str, timestamp_ms: i64) -> Value {
         let definitions: Vec<Value> = self
             .values
             .iter()
@@ -33,10 +47,11 @@ impl BatchMetrics {
             "_aws".into(),
             json!({
                 "Timestamp": timestamp_ms,
-                "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": [["Service"]], "Metrics": definitions}],
+                "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": [["Service"], ["service"]], "Metrics": definitions}],
             }),
         );
         root.insert("Service".into(), json!(service));
+        root.insert("service".into(), json!(powertools));
         for (name, value, _) in &self.values {
             root.insert((*name).into(), json!(value));
         }
@@ -45,7 +60,7 @@ impl BatchMetrics {
 
     /// Prints the EMF line when running in Lambda.
     pub fn emit(&self, service: &str) {
-        if std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some() && !self.values.is_empty() {
+        if in_lambda() && !self.values.is_empty() {
             println!(
                 "{}",
                 self.to_emf(
@@ -54,6 +69,36 @@ impl BatchMetrics {
                 )
             );
         }
+    }
+}
+
+fn in_lambda() -> bool {
+    std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some()
+}
+
+/// The `ColdStart` document (Count 1) for the Powertools service `service`.
+pub fn cold_start_emf(service: &str, timestamp_ms: i64) -> Value {
+    json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": [["service"]], "Metrics": [{"Name": "ColdStart", "Unit": "Count"}]}],
+        },
+        "service": service,
+        "ColdStart": 1.0,
+    })
+}
+
+/// Prints the `ColdStart` line when running in Lambda; `lambda::logging` calls it once, when
+/// the first invocation of the process starts.
+pub fn emit_cold_start(service: &str) {
+    if in_lambda() {
+        println!(
+            "{}",
+            cold_start_emf(
+                service,
+                crate::domain::timestamp::Timestamp::now().unix_millis()
+            )
+        );
     }
 }
 
@@ -77,5 +122,31 @@ mod tests {
         );
         assert_eq!(doc["Committed"], 2.0);
         assert_eq!(doc["Service"], "ingest");
+    }
+
+    #[test]
+    fn every_metric_has_the_service_dimension() {
+        let mut m = BatchMetrics::default();
+        m.count("Committed", 1);
+        let doc = m.to_emf_for("ingest", "feedsafe-ingest", 1_700_000_000_000);
+        assert_eq!(
+            doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Service"], ["service"]])
+        );
+        assert_eq!(doc["service"], "feedsafe-ingest");
+        assert_eq!(doc["Service"], "ingest");
+    }
+
+    #[test]
+    fn cold_start_is_a_count_of_one_by_service() {
+        let doc = cold_start_emf("feedsafe-query", 1_700_000_000_000);
+        let metric = &doc["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(
+            metric["Metrics"],
+            json!([{"Name": "ColdStart", "Unit": "Count"}])
+        );
+        assert_eq!(metric["Dimensions"], json!([["service"]]));
+        assert_eq!(doc["service"], "feedsafe-query");
+        assert_eq!(doc["ColdStart"], 1.0);
     }
 }

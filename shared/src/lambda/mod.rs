@@ -6,6 +6,7 @@
 pub mod apigw;
 pub mod config;
 pub mod isolation;
+pub mod logging;
 pub mod metrics;
 pub mod s3;
 pub mod schedule;
@@ -21,19 +22,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// JSON logs for CloudWatch (`RUST_LOG` filters; default `info`). Secrets are never logged.
+/// JSON log lines for CloudWatch in the shape Powertools users expect (`logging`: level from
+/// `POWERTOOLS_LOG_LEVEL`, `AWS_LAMBDA_LOG_LEVEL`, `RUST_LOG`; default `info`). Secrets are
+/// never logged.
 pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Err only when a subscriber is already installed, which is fine.
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_current_span(true)
-        .with_span_list(false)
-        .without_time()
-        .with_target(false)
-        .try_init();
+    logging::init();
 }
 
 /// How long the webhook function's `CachedConnectors` remembers that a connector does not
