@@ -13,7 +13,7 @@
 # (intake first, then the queues drain, then it stops), then the engines. If the host dies any
 # other way (kill -9, a crash) or reports messages still in flight, the engines keep running,
 # so that nothing acknowledged is lost: the next infra/local.sh resumes the same queues.
-# What survives which stop: docs/decisions.md, "What survives which stop".
+# What survives which stop: docs/adr/0028-what-survives-which-stop.md.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -11,7 +11,7 @@ and objects are back byte for byte before the first request is served.
 SQS is not logged: its state (receipt handles, visibility timers, receive counts) cannot be
 replayed faithfully. The local stack keeps the queue engine alive across restarts of the
 functions instead, and saves what is left in the queues on a graceful stop
-(see docs/decisions.md, "What survives which stop").
+(see docs/adr/0028-what-survives-which-stop.md).
 
 Usage: python moto_durable.py --log FILE [-H HOST] [-p PORT]
 """

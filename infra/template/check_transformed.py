@@ -120,7 +120,8 @@ FUNCTION_CALLS = {
 
 # Partition-key prefixes (docs/item-schema.md) a function's statements on a table must be
 # limited to with dynamodb:LeadingKeys (each statement to some of them). Functions not listed touch so many entity families of
-# the single-table design that a prefix list would restrict nothing (docs/decisions.md).
+# the single-table design that a prefix list would restrict nothing
+# (docs/adr/0041-least-privilege-after-the-sam-transform.md).
 LEADING_KEYS = {
     ("WebhookFunction", "EvidenceTable"): {"CONNECTOR#*", "SIGNING_SECRET#*"},
     ("DropsFunction", "EvidenceTable"): {"CONNECTOR#*"},

@@ -1,6 +1,7 @@
-//! In-process CPU of ingest's pieces on one 400-row export page (issue 12 item 3), against a
-//! plain `serde_json` parse plus sha256 of the same bytes, and of the byte-identical replay's
-//! recognition (envelope parse, body decode, sha256: all it does before its one read).
+//! In-process CPU of ingest's pieces on one 400-row export page (docs/benchmarks.md, "Ingest CPU
+//! per page"), against a plain `serde_json` parse plus sha256 of the same bytes, and of the
+//! byte-identical replay's recognition (envelope parse, body decode, sha256: all it does before its
+//! one read).
 //!
 //! `cargo bench -p feedsafe --bench pieces` (release). Each piece runs for about a second
 //! after a warm-up; the median of 15 batches is printed in microseconds per call.

@@ -3,8 +3,9 @@
 //! - `domain`: deliveries, fingerprints, canonical items, money, observations, replay records,
 //!   runs and connector rules, as plain values; no AWS type, no I/O;
 //! - `protocols`: ingest, projection, the read path (`query`, which never reaches ingestion),
-//!   identity corrections and source quarantines, written against ports (`protocols/ports.rs`,
-//!   `protocols/projection/ports.rs`), and the transport-independent HTTP answers (`http`);
+//!   identity corrections and source quarantines, written against the ports in
+//!   `protocols/ports/` (no protocol imports `aws`), and the transport-independent HTTP
+//!   answers (`http`);
 //! - `intake`: the producers (signed webhooks, scheduled pulls, file drops) and the ingest-queue
 //!   ports they share;
 //! - `aws`: the DynamoDB, S3, SQS and Secrets Manager adapters behind those ports;

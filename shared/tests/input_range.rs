@@ -1,10 +1,11 @@
-//! The whole range of what a supplier can send (docs/decisions.md, "Supported ranges of stored
-//! values"): timestamps in every year 0000-9999 with every offset from -23:59 to +23:59, leap
-//! seconds and up to 9 fractional digits; quantities, prices, identifiers and currencies at and
-//! past their limits, in every character class. For each: nothing panics; a value is accepted
-//! exactly when it lies in the documented range; and an accepted value survives the stored forms
-//! (DynamoDB's item encoding, JSON, the sort key) unchanged, so reading it back never fails.
-//! 500 cases each by default; `FEEDSAFE_FUZZ_CASES=100000` for a long run. No engine needed.
+//! The whole range of what a supplier can send
+//! (docs/adr/0012-supported-ranges-of-stored-values.md): timestamps in every year 0000-9999 with
+//! every offset from -23:59 to +23:59, leap seconds and up to 9 fractional digits; quantities,
+//! prices, identifiers and currencies at and past their limits, in every character class. For each:
+//! nothing panics; a value is accepted exactly when it lies in the documented range; and an
+//! accepted value survives the stored forms (DynamoDB's item encoding, JSON, the sort key)
+//! unchanged, so reading it back never fails. 500 cases each by default;
+//! `FEEDSAFE_FUZZ_CASES=100000` for a long run. No engine needed.
 
 use feedsafe::domain::connector::PayloadFormat;
 use feedsafe::domain::fingerprint::CanonicalizationRule;

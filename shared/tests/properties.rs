@@ -1,7 +1,7 @@
-//! Property tests of the pure parts (issue 9): canonicalization and fingerprints, the Standard
-//! Webhooks verifier (cross-checked both ways against the `standardwebhooks` crate), money and
-//! currency parsing, CSV and CloudEvents normalization. 500 cases each by default;
-//! `FEEDSAFE_FUZZ_CASES=10000` for a long run. No engine needed.
+//! Property tests of the pure parts (docs/architecture.md section 13): canonicalization and
+//! fingerprints, the Standard Webhooks verifier (cross-checked both ways against the
+//! `standardwebhooks` crate), money and currency parsing, CSV and CloudEvents normalization. 500
+//! cases each by default; `FEEDSAFE_FUZZ_CASES=10000` for a long run. No engine needed.
 
 use feedsafe::domain::canonical_json::{canonicalize, CanonicalJsonError, MAX_DEPTH};
 use feedsafe::domain::connector::PayloadFormat;

@@ -1,6 +1,6 @@
-//! The operator console's server side (issue 13) through the running local stack (routes from
-//! `template.yaml`, the ops function's entry point): the page and its assets without a token and
-//! with a strict Content-Security-Policy, and the two views that read the projection, the
+//! The operator console's server side (docs/console.md) through the running local stack (routes
+//! from `template.yaml`, the ops function's entry point): the page and its assets without a token
+//! and with a strict Content-Security-Policy, and the two views that read the projection, the
 //! connectors (freshness, open quarantines, source quarantine) and an item's timeline (current
 //! offers marked, retrieval lag, the claims of quarantined payloads), scoped to the operator's
 //! tenant and changing nothing. The page itself, in Chromium: `tests/console/browser_test.py`.

@@ -1,6 +1,6 @@
-//! The external contract, checked offline: the HTTP routes of DESIGN.md section 7, the OpenAPI
-//! document (`docs/openapi.yaml`) and the API Gateway routes of `template.yaml` agree, and the
-//! sample events (`events/*.json`, for `sam local invoke` and `cargo lambda invoke`) parse into
+//! The external contract, checked offline: the HTTP routes of docs/architecture.md section 10, the
+//! OpenAPI document (`docs/openapi.yaml`) and the API Gateway routes of `template.yaml` agree, and
+//! the sample events (`events/*.json`, for `sam local invoke` and `cargo lambda invoke`) parse into
 //! the event types the functions take and say something true about the system.
 
 use crate::template::{
@@ -33,9 +33,9 @@ enum Access {
     Console,
 }
 
-/// Every HTTP route of the external contract (DESIGN.md section 7, with the ops routes' artifact
-/// links), as served by the local stack and by API Gateway. Adding a route means adding it here,
-/// to `docs/openapi.yaml` and to `template.yaml`.
+/// Every HTTP route of the external contract (docs/architecture.md section 10, with the ops routes'
+/// artifact links), as served by the local stack and by API Gateway. Adding a route means adding it
+/// here, to `docs/openapi.yaml` and to `template.yaml`.
 const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/v1/items/{item}/offers", Access::Reader),
     ("GET", "/v1/items/{item}/observations", Access::Reader),

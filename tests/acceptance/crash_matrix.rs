@@ -1,8 +1,8 @@
-//! The crash matrix (issue 9): every ingest crash point x {sequential redelivery, 2 and 8
-//! workers redelivering at once} x {1, 98, 99, 400 rows}. After each cell: zero duplicate and
-//! zero lost observations, zero false successes (a worker told "committed" or "replayed" while
-//! the record is not `COMMITTED`), and attempts counted once per delivery. The table of results
-//! is written into `docs/crash-points.md` between its matrix markers (the same content on every
+//! The crash matrix (docs/crash-points.md): every ingest crash point x {sequential redelivery, 2
+//! and 8 workers redelivering at once} x {1, 98, 99, 400 rows}. After each cell: zero duplicate and
+//! zero lost observations, zero false successes (a worker told "committed" or "replayed" while the
+//! record is not `COMMITTED`), and attempts counted once per delivery. The table of results is
+//! written into `docs/crash-points.md` between its matrix markers (the same content on every
 //! passing run, so a clean checkout stays clean).
 
 use acceptance::*;
@@ -296,7 +296,7 @@ async fn every_crash_point_by_redelivery_mode_by_size() {
                 let acme = &acme;
                 async move {
                     // A DynamoDB Local database per cell: its transactions slow down as a
-                    // database fills (DESIGN.md), and one per size (27 cells of up to 800
+                    // database fills (docs/ci.md), and one per size (27 cells of up to 800
                     // observations each in the 400-row one) cost the matrix a third more CPU
                     // and 40 % more time (docs/ci.md).
                     let env = spawn_heavy_env(true, &format!("crashmatrix{index}")).await;

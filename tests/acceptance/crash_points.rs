@@ -421,7 +421,7 @@ async fn an_existing_identical_artifact_is_reused_by_the_store() {
     assert_eq!(env.object_versions("raw/x").await.len(), 1);
 }
 
-/// Issue 8 item 10: the attempt counter counts deliveries (one per received message), not the
+/// The attempt counter counts deliveries (one per received message), not the
 /// protocol's internal re-probes. A resume that meets a conflicting writer backs off and probes
 /// the record again; that second probe must not count a second attempt.
 /// Row 6, the gap: the chunks after the first are written at the same time, so an attempt can

@@ -1,4 +1,4 @@
-//! Issue 11: what would bite in a real AWS account — poison input that outgrows DynamoDB's item
+//! What would bite in a real AWS account — poison input that outgrows DynamoDB's item
 //! limit, artifact links, credentials — checked through the running local stack.
 
 use crate::intake::{call, signed_headers, OPERATOR, READER, SECRET};

@@ -1,6 +1,7 @@
-//! The projector under an index that lags like AWS's (issue 8 item 4): it never removes or rolls
-//! back a current offer that is still eligible, whatever the order, repetition or lag of the
-//! stream records it is given; once the lag has passed, a rebuild gives the same projection.
+//! The projector under an index that lags like AWS's (docs/architecture.md section 7): it never
+//! removes or rolls back a current offer that is still eligible, whatever the order, repetition or
+//! lag of the stream records it is given; once the lag has passed, a rebuild gives the same
+//! projection.
 
 use acceptance::*;
 use feedsafe::domain::item::CanonicalItem;

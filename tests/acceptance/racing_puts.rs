@@ -1,8 +1,9 @@
-//! Workers racing to archive the same payload (issue 12): S3 answers a conditional put that
-//! overlaps another one for the same key `409 ConditionalRequestConflict`. moto does not, so
-//! the tests' and the local stack's S3 client goes through `local_stack::conditional_puts`,
-//! which does; `concurrent_duplicates_yield_one_set_and_the_same_ids_for_every_worker`
-//! (ingest.rs) is the burst under it.
+//! Workers racing to archive the same payload
+//! (docs/adr/0003-learn-a-taken-key-from-the-artifact-put.md): S3 answers a conditional put that
+//! overlaps another one for the same key `409 ConditionalRequestConflict`. moto does not, so the
+//! tests' and the local stack's S3 client goes through `local_stack::conditional_puts`, which does;
+//! `concurrent_duplicates_yield_one_set_and_the_same_ids_for_every_worker` (ingest.rs) is the burst
+//! under it.
 
 use acceptance::*;
 use feedsafe::aws::s3::S3ArtifactStore;

@@ -1,6 +1,7 @@
-//! Runs over time and at scale (issue 8 items 6 and 11): a completed run stays closed when its
-//! export is re-announced, the sweeper pages through every open run, a run's bookkeeping never
-//! grows with its page count, and the pages of one run share no item in their transactions.
+//! Runs over time and at scale (docs/adr/0022-runs-as-page-records.md): a completed run stays
+//! closed when its export is re-announced, the sweeper pages through every open run, a run's
+//! bookkeeping never grows with its page count, and the pages of one run share no item in their
+//! transactions.
 
 use acceptance::*;
 use feedsafe::aws::dynamo::{DynamoEvidenceStore, Item};
@@ -293,7 +294,7 @@ async fn sixteen_workers_committing_two_hundred_pages_of_one_run_share_no_transa
     );
 }
 
-/// Item 6: the poller accepts exports of up to `MAX_EXPORT_PAGES` (10,000) pages; the run's own
+/// The poller accepts exports of up to `MAX_EXPORT_PAGES` (10,000) pages; the run's own
 /// item stays far below DynamoDB's 400 KB item limit at that size, complete or incomplete.
 /// Writes only the run bookkeeping: the page records (as each page's final transaction would),
 /// the projector's page counting (in stream batches of 100) and the sweeper.

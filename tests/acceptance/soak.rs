@@ -1,4 +1,4 @@
-//! The fault-injected soak (issue 9), opt-in: `scripts/soak` (or
+//! The fault-injected soak (docs/benchmarks.md), opt-in: `scripts/soak` (or
 //! `cargo test -p acceptance --test acceptance soak -- --ignored --nocapture`).
 //!
 //! The local stack takes `FEEDSAFE_SOAK_DELIVERIES` (2,000) deliveries from six webhook senders

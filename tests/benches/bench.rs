@@ -1,9 +1,10 @@
-//! `scripts/bench` (issue 12): what a delivery costs in the units AWS bills and schedules, per
-//! row count and kind of delivery, through the ingest function's service on the local engines:
-//! requests by operation, sequential round trips on the critical path (from the requests'
-//! timestamps), DynamoDB read and write units by table and index (`ReturnConsumedCapacity:
-//! INDEXES` on every call), this process's CPU time, and wall time (engine-bound: DynamoDB
-//! Local serializes writes). Prints a table and writes `target/bench/report.json`.
+//! `scripts/bench` (docs/benchmarks.md, "Cost per delivery"): what a delivery costs in the units
+//! AWS bills and schedules, per row count and kind of delivery, through the ingest function's
+//! service on the local engines: requests by operation, sequential round trips on the critical path
+//! (from the requests' timestamps), DynamoDB read and write units by table and index
+//! (`ReturnConsumedCapacity: INDEXES` on every call), this process's CPU time, and wall time
+//! (engine-bound: DynamoDB Local serializes writes). Prints a table and writes
+//! `target/bench/report.json`.
 //!
 //! Kinds: fresh; byte-identical replay; re-serialized replay (same rows, other bytes);
 //! mutated replay (a changed quantity under the same identity: quarantined); a 16-way burst of

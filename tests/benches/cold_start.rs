@@ -1,9 +1,9 @@
-//! Cold start and size of every function's bootstrap (issue 12, target 6), against a stand-in
-//! for the Lambda Runtime API: each release binary is started the way Lambda starts it (the
-//! `AWS_LAMBDA_*` environment, credentials in the environment, the function's configuration)
-//! with `AWS_LAMBDA_RUNTIME_API` pointing at a listener here, and the time from process start
-//! to its first `GET /2018-06-01/runtime/invocation/next` is taken, `RUNS` times per function.
-//! A process that reports an init error or exits instead fails the bench.
+//! Cold start and size of every function's bootstrap (docs/benchmarks.md, "Cold start and size"),
+//! against a stand-in for the Lambda Runtime API: each release binary is started the way Lambda
+//! starts it (the `AWS_LAMBDA_*` environment, credentials in the environment, the function's
+//! configuration) with `AWS_LAMBDA_RUNTIME_API` pointing at a listener here, and the time from
+//! process start to its first `GET /2018-06-01/runtime/invocation/next` is taken, `RUNS` times per
+//! function. A process that reports an init error or exits instead fails the bench.
 //!
 //! `scripts/bench` builds the bootstraps (`cargo build --release` of the function packages,
 //! the profile `sam build` and `cargo lambda build --release` use) and runs this with

@@ -1,6 +1,7 @@
-//! Sizing bench (issue 11 item 7): the slowest ingest message and the slowest projector
-//! invocation, measured through the functions' own handlers on the local engines, from which
-//! template.yaml's timeouts and visibility timeout are set (docs/benchmarks.md, "Sizing").
+//! Sizing bench (docs/adr/0048-sized-from-measurements.md): the slowest ingest message and the
+//! slowest projector invocation, measured through the functions' own handlers on the local engines,
+//! from which template.yaml's timeouts and visibility timeout are set (docs/benchmarks.md,
+//! "Sizing").
 //!
 //! - ingest: one 5,000-row export page (the largest delivery a connector takes by default),
 //!   claim-checked in S3 as the webhook and the poller enqueue it, handed to

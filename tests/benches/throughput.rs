@@ -1,11 +1,11 @@
-//! Webhook throughput end to end on the local stack (issue 12, target 7): signed one-row
-//! deliveries are sent open-loop at `FEEDSAFE_THROUGHPUT_RATE` per second (50) for
+//! Webhook throughput end to end on the local stack (docs/benchmarks.md, "Webhook throughput"):
+//! signed one-row deliveries are sent open-loop at `FEEDSAFE_THROUGHPUT_RATE` per second (50) for
 //! `FEEDSAFE_THROUGHPUT_SECONDS` (60) to the stack's webhook route -- webhook handler, queue,
-//! ingest, DynamoDB, stream, projector, projection -- and every fifth delivery's offer is
-//! polled through the query service until it is readable. Prints the rate acknowledged, the
+//! ingest, DynamoDB, stream, projector, projection -- and every fifth delivery's offer is polled
+//! through the query service until it is readable. Prints the rate acknowledged, the
 //! acknowledgement latency, acknowledgement -> readable offer p50/p99, whether every delivery
-//! became readable, and the CPU seconds of this process (the whole stack and the load) beside
-//! those of DynamoDB Local and moto: the profile that says which one is the limit.
+//! became readable, and the CPU seconds of this process (the whole stack and the load) beside those
+//! of DynamoDB Local and moto: the profile that says which one is the limit.
 //!
 //! `scripts/bench` runs it with a release build on engines of its own; `--quick` (10 per
 //! second for 5 s) only checks that it works.

@@ -1,6 +1,7 @@
-//! The bench's baseline (issue 12): the same deliveries through a Python Lambda handler made
-//! idempotent with AWS Lambda Powertools (`tests/baseline/powertools_baseline.py`), on the same
-//! DynamoDB Local in the same run, in a database of its own (its own access key).
+//! The bench's baseline (docs/benchmarks.md, "Cost per delivery"): the same deliveries through a
+//! Python Lambda handler made idempotent with AWS Lambda Powertools
+//! (`tests/baseline/powertools_baseline.py`), on the same DynamoDB Local in the same run, in a
+//! database of its own (its own access key).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
-//! Metering for the bench (issue 12): every AWS request with its start and end (so the
-//! sequential round trips on the critical path are counted, not guessed), and every DynamoDB
-//! call asked for `ReturnConsumedCapacity: INDEXES`, its units summed for the table and each
-//! index separately, as AWS bills them.
+//! Metering for the bench (docs/benchmarks.md, "Cost per delivery"): every AWS request with its
+//! start and end (so the sequential round trips on the critical path are counted, not guessed), and
+//! every DynamoDB call asked for `ReturnConsumedCapacity: INDEXES`, its units summed for the table
+//! and each index separately, as AWS bills them.
 //!
 //! Limits: a refused conditional write or a cancelled transaction reports no consumed
 //! capacity in its error (AWS bills it anyway: 1 write unit per item checked, 2 in a

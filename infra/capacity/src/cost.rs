@@ -448,8 +448,8 @@ impl<'w> Sim<'w> {
             _ => None,
         };
         let delivery = self.stored.len() as u32;
-        // The transactions (docs/decisions.md, large deliveries): the first chunk with the
-        // record; the middle chunks all at once, without it; then the commit, holding the last
+        // The transactions (docs/adr/0005-large-deliveries-chunks-at-once.md): the first chunk with
+        // the record; the middle chunks all at once, without it; then the commit, holding the last
         // chunk when it fits, a witness check of every other chunk, the run page and the marker.
         let parallel = if staged { parallel_chunks(&plan) } else { 1..1 };
         let mut transactions = vec![(vec![plan[0].clone()], true, 0)];

@@ -56,8 +56,8 @@ pub enum IdentityRule {
     /// The Standard Webhooks `webhook-id` header, else the fallback.
     WebhookId,
     /// File drops: file name plus the sha256 of the content (a file too large to read: plus
-    /// its object version). The name is older than the content rule; docs/decisions.md
-    /// ("File drops").
+    /// its object version). The name is older than the content rule;
+    /// docs/adr/0026-file-drops-named-by-content.md.
     FileVersion,
 }
 

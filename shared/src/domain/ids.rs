@@ -181,8 +181,8 @@ impl RunId {
     }
 }
 
-/// The stable fields a fallback identity is derived from (DESIGN.md section 4) when the source
-/// names the delivery with nothing usable. A field the source does not have is passed empty,
+/// The stable fields a fallback identity is derived from (docs/architecture.md section 5) when the
+/// source names the delivery with nothing usable. A field the source does not have is passed empty,
 /// never left out, so that the digest input keeps one shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FallbackFields<'a> {

@@ -384,8 +384,8 @@ fn normalize_row(
 }
 
 /// The largest quantity accepted: 2^53 - 1, the largest integer every JSON reader keeps exact
-/// (a JavaScript client reads a larger one rounded). docs/decisions.md, "Supported ranges of
-/// stored values".
+/// (a JavaScript client reads a larger one rounded);
+/// docs/adr/0012-supported-ranges-of-stored-values.md.
 pub const MAX_QUANTITY: u64 = (1 << 53) - 1;
 
 /// A number written as digits only, as `u64`.

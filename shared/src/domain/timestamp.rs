@@ -1,10 +1,11 @@
 //! UTC instants with microsecond precision and one fixed text form, so that stored
 //! timestamps compare correctly both as values and as DynamoDB sort-key strings.
 //!
-//! The supported range is the years 0000 to 9999 *in UTC* (docs/decisions.md, "Supported ranges
-//! of stored values"): every stored text form has a four-digit year, sorts like the instant and
-//! parses back. RFC 3339 text whose offset moves it outside that range (`9999-12-31T23:59:59-01:00`
-//! is year 10000 in UTC, `0000-01-01T00:00:00+00:01` is year -1) is refused, never stored.
+//! The supported range is the years 0000 to 9999 *in UTC*
+//! (docs/adr/0012-supported-ranges-of-stored-values.md): every stored text form has a four-digit
+//! year, sorts like the instant and parses back. RFC 3339 text whose offset moves it outside that
+//! range (`9999-12-31T23:59:59-01:00` is year 10000 in UTC, `0000-01-01T00:00:00+00:01` is year -1)
+//! is refused, never stored.
 
 use std::fmt;
 use time::format_description::well_known::Rfc3339;

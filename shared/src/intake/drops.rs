@@ -2,7 +2,7 @@
 //! delivery whose identity is the file name plus the sha256 of its content, so a supplier's
 //! retried upload of the same bytes (a new S3 version) replays the stored delivery. The object
 //! version is provenance: the envelope's claim check points at that exact version, and the body
-//! is not copied. docs/decisions.md ("Producers") has the rule and its limits.
+//! is not copied. docs/adr/0026-file-drops-named-by-content.md has the rule and its limits.
 
 use crate::domain::connector::ConnectorConfig;
 use crate::domain::envelope::{BodyRef, DeliveryEnvelope};

@@ -1,6 +1,6 @@
 //! One item, one failure: a panic while handling one SQS message, one stream record or one HTTP
 //! request becomes that item's failure only, never its batch's and never the process's
-//! (docs/decisions.md, "A panic is one item's failure"). What each entry point does with the
+//! (docs/adr/0011-a-panic-is-one-items-failure.md). What each entry point does with the
 //! failure:
 //! - an SQS message: quarantined `internal_error` with the message as its evidence, then
 //!   acknowledged; if even that fails, the message alone is a batch item failure;

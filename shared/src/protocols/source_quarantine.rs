@@ -1,8 +1,8 @@
-//! Source quarantines (DESIGN.md section 6): an operator excludes a (connector, source account)
-//! from the current projection, or lifts that exclusion. Each set and each lift is its own
-//! append-only record (who, why, when), written in one transaction with the state readers
-//! consult; the projector picks the change up from the stream and marks (or unmarks) the
-//! source's rows. History keeps everything the source said. Identity corrections are in
+//! Source quarantines (docs/architecture.md section 7): an operator excludes a (connector, source
+//! account) from the current projection, or lifts that exclusion. Each set and each lift is its own
+//! append-only record (who, why, when), written in one transaction with the state readers consult;
+//! the projector picks the change up from the stream and marks (or unmarks) the source's rows.
+//! History keeps everything the source said. Identity corrections are in
 //! `crate::protocols::identity_corrections`.
 
 use crate::domain::hashing::{base32_lower, sha256};

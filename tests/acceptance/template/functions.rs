@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// Issue 10: a function invoked asynchronously (an S3 notification, a schedule) that fails every
+/// A function invoked asynchronously (an S3 notification, a schedule) that fails every
 /// retry must not lose its event silently: each such function has an on-failure destination,
 /// a queue, watched by an alarm.
 #[test]
@@ -65,7 +65,7 @@ fn asynchronously_invoked_functions_park_failed_events_in_an_alarmed_queue() {
     }
 }
 
-/// Issue 10: every function's logs are JSON, its own lines and Lambda's.
+/// Every function's logs are JSON, its own lines and Lambda's.
 #[test]
 fn every_function_logs_json() {
     let document = template_document();

@@ -1,6 +1,7 @@
-//! Sized for the worst delivery (issue 11 item 7): each function's timeout and memory, the
-//! ingest batch's reserve and the queue's visibility timeout follow the sizing bench's figures
-//! (`feedsafe::lambda::sizing`, docs/benchmarks.md "Sizing") with the stated factors.
+//! Sized for the worst delivery (docs/adr/0048-sized-from-measurements.md): each function's timeout
+//! and memory, the ingest batch's reserve and the queue's visibility timeout follow the sizing
+//! bench's figures (`feedsafe::lambda::sizing`, docs/benchmarks.md "Sizing") with the stated
+//! factors.
 
 use super::*;
 use feedsafe::lambda::sizing::{

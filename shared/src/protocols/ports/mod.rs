@@ -1,7 +1,9 @@
 //! What the protocols need from the outside world: the error every store answers with, the
 //! clock, the connector directory, and the ingest algorithm's evidence and artifact stores and
-//! fault points. Adapters in `crate::aws` implement these against DynamoDB and S3; the contract
-//! each method MUST keep is in its doc comment.
+//! fault points; the evidence reads, projection table and projector writes the projection and
+//! the read path share (`evidence`); and re-attribution, shared by the projector and the
+//! identity corrections (`reattribution`). Adapters in `crate::aws` implement these against
+//! DynamoDB and S3; the contract each method MUST keep is in its doc comment.
 
 mod evidence;
 mod reattribution;
