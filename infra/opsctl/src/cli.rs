@@ -150,176 +150,248 @@ fn usage(message: impl Into<String>) -> UsageError {
 
 /// Parses the arguments after the program name. Global options may appear anywhere.
 pub fn parse_args(args: &[String]) -> Result<Invocation, UsageError> {
-    let mut global = GlobalOptions::default();
-    let mut positional: Vec<String> = Vec::new();
-    let mut flags: Vec<(String, Option<String>)> = Vec::new();
-    let mut it = args.iter().peekable();
-    while let Some(arg) = it.next() {
-        if arg == "--" {
-            positional.extend(it.by_ref().cloned());
-            break;
-        }
-        let Some(name) = arg.strip_prefix("--") else {
-            if arg == "-h" {
-                flags.push(("help".into(), None));
-            } else {
-                positional.push(arg.clone());
-            }
-            continue;
-        };
-        let (name, inline) = match name.split_once('=') {
-            Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
-            None => (name.to_owned(), None),
-        };
-        let takes_value = matches!(
-            name.as_str(),
-            "endpoint" | "status" | "accept-as" | "reason" | "dlq" | "queue" | "account"
-        );
-        if name == "token" {
-            return Err(usage(
-                "--token is not accepted: a command line is visible to every user of the machine; \
-                 set FEEDSAFE_TOKEN or pipe the token to --token-stdin",
-            ));
-        }
-        let is_switch = matches!(name.as_str(), "json" | "reject" | "help" | "token-stdin");
-        if !takes_value && !is_switch {
-            return Err(usage(format!("unknown option --{name}")));
-        }
-        let value = if takes_value {
-            match inline {
-                Some(v) => Some(v),
-                None => Some(
-                    it.next()
-                        .cloned()
-                        .ok_or_else(|| usage(format!("--{name} needs a value")))?,
-                ),
-            }
-        } else {
-            if inline.is_some() {
-                return Err(usage(format!("--{name} takes no value")));
-            }
-            None
-        };
-        match name.as_str() {
-            "endpoint" => global.endpoint = value,
-            "token-stdin" => global.token_stdin = true,
-            "json" => global.json = true,
-            _ => flags.push((name, value)),
-        }
-    }
-    if flags.iter().any(|(n, _)| n == "help") {
+    let Words {
+        global,
+        positional,
+        mut flags,
+    } = split_args(args)?;
+    if flags.has("help") {
         return Ok(Invocation {
             global,
             command: Command::Help,
         });
     }
-    let mut take = |name: &str| -> Option<Option<String>> {
-        let at = flags.iter().position(|(n, _)| n == name)?;
-        Some(flags.remove(at).1)
-    };
     let words: Vec<&str> = positional.iter().map(String::as_str).collect();
-    let command = match words.as_slice() {
+    let command = command_for(&words, &mut flags)?;
+    if let Some(name) = flags.first() {
+        return Err(usage(format!("--{name} does not apply to this command")));
+    }
+    Ok(Invocation { global, command })
+}
+
+/// A command line taken apart: the global options applied, the words, and the command's own
+/// options in the order given.
+#[derive(Default)]
+struct Words {
+    global: GlobalOptions,
+    positional: Vec<String>,
+    flags: Flags,
+}
+
+/// Options that take a value (`--reason R` or `--reason=R`).
+const VALUED_OPTIONS: [&str; 7] = [
+    "endpoint",
+    "status",
+    "accept-as",
+    "reason",
+    "dlq",
+    "queue",
+    "account",
+];
+/// Options that take none.
+const SWITCHES: [&str; 4] = ["json", "reject", "help", "token-stdin"];
+
+/// Reads the arguments in order: `--` ends the options, `-h` is `--help`.
+fn split_args(args: &[String]) -> Result<Words, UsageError> {
+    let mut words = Words::default();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--" {
+            words.positional.extend(it.by_ref().cloned());
+            break;
+        }
+        match arg.strip_prefix("--") {
+            Some(option) => {
+                let (name, value) = read_option(option, &mut it)?;
+                words.apply(name, value);
+            }
+            None if arg == "-h" => words.flags.0.push(("help".into(), None)),
+            None => words.positional.push(arg.clone()),
+        }
+    }
+    Ok(words)
+}
+
+/// One option (after its `--`): its name and value, the value taken from `rest` when it is not
+/// written inline.
+fn read_option(
+    option: &str,
+    rest: &mut std::slice::Iter<'_, String>,
+) -> Result<(String, Option<String>), UsageError> {
+    let (name, inline) = match option.split_once('=') {
+        Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
+        None => (option.to_owned(), None),
+    };
+    if name == "token" {
+        return Err(usage(
+            "--token is not accepted: a command line is visible to every user of the machine; \
+             set FEEDSAFE_TOKEN or pipe the token to --token-stdin",
+        ));
+    }
+    let takes_value = VALUED_OPTIONS.contains(&name.as_str());
+    if !takes_value && !SWITCHES.contains(&name.as_str()) {
+        return Err(usage(format!("unknown option --{name}")));
+    }
+    let value = match (takes_value, inline) {
+        (true, Some(v)) => Some(v),
+        (true, None) => Some(
+            rest.next()
+                .cloned()
+                .ok_or_else(|| usage(format!("--{name} needs a value")))?,
+        ),
+        (false, Some(_)) => return Err(usage(format!("--{name} takes no value"))),
+        (false, None) => None,
+    };
+    Ok((name, value))
+}
+
+impl Words {
+    /// A global option sets its field; any other is kept for the command.
+    fn apply(&mut self, name: String, value: Option<String>) {
+        match name.as_str() {
+            "endpoint" => self.global.endpoint = value,
+            "token-stdin" => self.global.token_stdin = true,
+            "json" => self.global.json = true,
+            _ => self.flags.0.push((name, value)),
+        }
+    }
+}
+
+/// The command's options. Each command's parser takes the ones it knows, once each; any left
+/// over do not apply to the command.
+#[derive(Default)]
+struct Flags(Vec<(String, Option<String>)>);
+
+impl Flags {
+    fn take(&mut self, name: &str) -> Option<Option<String>> {
+        let at = self.0.iter().position(|(n, _)| n == name)?;
+        Some(self.0.remove(at).1)
+    }
+
+    fn value(&mut self, name: &str) -> Option<String> {
+        self.take(name).flatten()
+    }
+
+    fn switch(&mut self, name: &str) -> bool {
+        self.take(name).is_some()
+    }
+
+    /// `--reason`, unless blank.
+    fn reason(&mut self) -> Option<String> {
+        self.value("reason").filter(|r| !r.trim().is_empty())
+    }
+
+    fn required_reason(&mut self, command: &str) -> Result<String, UsageError> {
+        self.reason()
+            .ok_or_else(|| usage(format!("{command} needs --reason REASON")))
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.0.iter().any(|(n, _)| n == name)
+    }
+
+    fn first(&self) -> Option<&str> {
+        self.0.first().map(|(n, _)| n.as_str())
+    }
+}
+
+/// The command the words name, with the options it takes.
+fn command_for(words: &[&str], flags: &mut Flags) -> Result<Command, UsageError> {
+    let owned = |word: &&str| (*word).to_owned();
+    Ok(match words {
         [] | ["help"] => Command::Help,
         ["quarantine", "list"] => Command::QuarantineList {
-            status: take("status").flatten(),
+            status: flags.value("status"),
         },
-        ["quarantine", "show", id] => Command::QuarantineShow {
-            id: (*id).to_owned(),
-        },
-        ["quarantine", "resolve", id] => {
-            let reject = take("reject").is_some();
-            let accept = take("accept-as").flatten();
-            let reason = take("reason")
-                .flatten()
-                .filter(|r| !r.trim().is_empty())
-                .ok_or_else(|| usage("quarantine resolve needs --reason REASON"))?;
-            let resolution = match (reject, accept) {
-                (true, None) => Resolution::Reject,
-                (false, Some(id)) => Resolution::AcceptAs(id),
-                (true, Some(_)) => {
-                    return Err(usage("use either --reject or --accept-as, not both"))
-                }
-                (false, None) => {
-                    return Err(usage(
-                        "quarantine resolve needs --reject or --accept-as DELIVERY_ID",
-                    ))
-                }
-            };
-            Command::QuarantineResolve {
-                id: (*id).to_owned(),
-                resolution,
-                reason,
-            }
-        }
-        ["delivery", "show", key] => Command::DeliveryShow {
-            key: (*key).to_owned(),
-        },
-        ["delivery", "artifact", key] => Command::DeliveryArtifact {
-            key: (*key).to_owned(),
-        },
+        ["quarantine", "show", id] => Command::QuarantineShow { id: owned(id) },
+        ["quarantine", "resolve", id] => quarantine_resolve(id, flags)?,
+        ["delivery", "show", key] => Command::DeliveryShow { key: owned(key) },
+        ["delivery", "artifact", key] => Command::DeliveryArtifact { key: owned(key) },
         ["run", "show", run_id] => Command::RunShow {
-            run_id: (*run_id).to_owned(),
+            run_id: owned(run_id),
         },
         ["run", "start", connector] => Command::RunStart {
-            connector: (*connector).to_owned(),
+            connector: owned(connector),
         },
         ["source-quarantine", action @ ("set" | "lift" | "show"), connector] => {
-            let account = take("account").flatten();
-            let reason = take("reason").flatten().filter(|r| !r.trim().is_empty());
-            if *action != "show" && reason.is_none() {
-                return Err(usage(format!(
-                    "source-quarantine {action} needs --reason REASON"
-                )));
-            }
-            if *action == "show" && reason.is_some() {
-                return Err(usage("--reason does not apply to source-quarantine show"));
-            }
-            Command::SourceQuarantine {
-                action: (*action).to_owned(),
-                connector: (*connector).to_owned(),
-                account,
-                reason,
-            }
+            source_quarantine(action, connector, flags)?
         }
         ["correction", "add", connector, from, to] => Command::CorrectionAdd {
-            connector: (*connector).to_owned(),
-            from_item: (*from).to_owned(),
-            to_item: (*to).to_owned(),
-            account: take("account").flatten(),
-            reason: take("reason")
-                .flatten()
-                .filter(|r| !r.trim().is_empty())
-                .ok_or_else(|| usage("correction add needs --reason REASON"))?,
+            connector: owned(connector),
+            from_item: owned(from),
+            to_item: owned(to),
+            account: flags.value("account"),
+            reason: flags.required_reason("correction add")?,
         },
-        ["correction", "show", id] => Command::CorrectionShow {
-            id: (*id).to_owned(),
-        },
+        ["correction", "show", id] => Command::CorrectionShow { id: owned(id) },
         ["correction", "withdraw", id] => Command::CorrectionWithdraw {
-            id: (*id).to_owned(),
-            reason: take("reason")
-                .flatten()
-                .filter(|r| !r.trim().is_empty())
-                .ok_or_else(|| usage("correction withdraw needs --reason REASON"))?,
+            id: owned(id),
+            reason: flags.required_reason("correction withdraw")?,
         },
-        ["dlq", "redrive"] => {
-            let dlq = take("dlq").flatten();
-            let queue = take("queue").flatten();
-            if dlq.is_some() != queue.is_some() {
-                return Err(usage(
-                    "dlq redrive needs both --dlq URL and --queue URL, or neither",
-                ));
-            }
-            Command::DlqRedrive { dlq, queue }
-        }
+        ["dlq", "redrive"] => dlq_redrive(flags)?,
         other => {
             return Err(usage(format!(
                 "unknown command {:?}; see `opsctl help`",
                 other.join(" ")
             )))
         }
+    })
+}
+
+/// `quarantine resolve ID`: a reason, and exactly one of `--reject` and `--accept-as`.
+fn quarantine_resolve(id: &str, flags: &mut Flags) -> Result<Command, UsageError> {
+    let reject = flags.switch("reject");
+    let accept = flags.value("accept-as");
+    let reason = flags.required_reason("quarantine resolve")?;
+    let resolution = match (reject, accept) {
+        (true, None) => Resolution::Reject,
+        (false, Some(id)) => Resolution::AcceptAs(id),
+        (true, Some(_)) => return Err(usage("use either --reject or --accept-as, not both")),
+        (false, None) => {
+            return Err(usage(
+                "quarantine resolve needs --reject or --accept-as DELIVERY_ID",
+            ))
+        }
     };
-    if let Some((name, _)) = flags.first() {
-        return Err(usage(format!("--{name} does not apply to this command")));
+    Ok(Command::QuarantineResolve {
+        id: id.to_owned(),
+        resolution,
+        reason,
+    })
+}
+
+/// `source-quarantine set|lift|show CONNECTOR`: a reason to set or lift, none to show.
+fn source_quarantine(
+    action: &str,
+    connector: &str,
+    flags: &mut Flags,
+) -> Result<Command, UsageError> {
+    let account = flags.value("account");
+    let reason = flags.reason();
+    if action != "show" && reason.is_none() {
+        return Err(usage(format!(
+            "source-quarantine {action} needs --reason REASON"
+        )));
     }
-    Ok(Invocation { global, command })
+    if action == "show" && reason.is_some() {
+        return Err(usage("--reason does not apply to source-quarantine show"));
+    }
+    Ok(Command::SourceQuarantine {
+        action: action.to_owned(),
+        connector: connector.to_owned(),
+        account,
+        reason,
+    })
+}
+
+/// `dlq redrive`: both queues or neither.
+fn dlq_redrive(flags: &mut Flags) -> Result<Command, UsageError> {
+    let dlq = flags.value("dlq");
+    let queue = flags.value("queue");
+    if dlq.is_some() != queue.is_some() {
+        return Err(usage(
+            "dlq redrive needs both --dlq URL and --queue URL, or neither",
+        ));
+    }
+    Ok(Command::DlqRedrive { dlq, queue })
 }

@@ -2,6 +2,7 @@
 //! SQS directly, and reports its progress after every batch.
 
 use crate::{CliError, Settings};
+use aws_sdk_sqs::operation::send_message_batch::SendMessageBatchOutput;
 
 /// Where `dlq redrive` reads and writes, and through which SQS endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,23 +116,13 @@ async fn redrive_with(
     queue: &str,
     progress: &mut dyn FnMut(RedriveProgress),
 ) -> Result<usize, CliError> {
-    use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, SendMessageBatchRequestEntry};
     let total_estimate = depth(sqs, dlq).await?;
     let mut moved = 0;
     let mut failed = 0;
     let mut empty_rounds = 0;
     // Bounded: a queue that refills as fast as it drains must not keep the CLI forever.
     for _ in 0..100_000 {
-        let received = sqs
-            .receive_message()
-            .queue_url(dlq)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .visibility_timeout(120)
-            .send()
-            .await
-            .map_err(|e| sqs_error("receive from the DLQ", e))?;
-        let messages = received.messages.unwrap_or_default();
+        let messages = receive_batch(sqs, dlq).await?;
         if messages.is_empty() {
             empty_rounds += 1;
             if empty_rounds >= 2 {
@@ -140,42 +131,10 @@ async fn redrive_with(
             continue;
         }
         empty_rounds = 0;
-        let mut batch = sqs.send_message_batch().queue_url(queue);
-        for (i, m) in messages.iter().enumerate() {
-            let entry = SendMessageBatchRequestEntry::builder()
-                .id(i.to_string())
-                .message_body(m.body().unwrap_or_default())
-                .build()
-                .map_err(|e| sqs_error("build a batch entry", e))?;
-            batch = batch.entries(entry);
-        }
-        let sent = batch
-            .send()
-            .await
-            .map_err(|e| sqs_error("send to the ingest queue", e))?;
+        let sent = send_batch(sqs, queue, &messages).await?;
         failed += sent.failed().len();
-        let mut delete = sqs.delete_message_batch().queue_url(dlq);
-        let mut to_delete = 0;
-        for ok in sent.successful() {
-            let Some(m) = ok.id().parse::<usize>().ok().and_then(|i| messages.get(i)) else {
-                continue;
-            };
-            let entry = DeleteMessageBatchRequestEntry::builder()
-                .id(ok.id())
-                .receipt_handle(m.receipt_handle().unwrap_or_default())
-                .build()
-                .map_err(|e| sqs_error("build a delete entry", e))?;
-            delete = delete.entries(entry);
-            to_delete += 1;
-        }
-        if to_delete > 0 {
-            let deleted = delete
-                .send()
-                .await
-                .map_err(|e| sqs_error("delete from the DLQ", e))?;
-            // A message sent on but not deleted comes back to the DLQ later and is sent again:
-            // ingest treats the duplicate as a replay.
-            moved += deleted.successful().len();
+        if let Some(deleted) = delete_sent(sqs, dlq, &messages, sent.successful()).await? {
+            moved += deleted;
             progress(RedriveProgress {
                 moved,
                 total_estimate: total_estimate.max(moved),
@@ -189,6 +148,80 @@ async fn redrive_with(
         )));
     }
     Ok(moved)
+}
+
+/// Up to ten DLQ messages, hidden from other readers for two minutes while they move.
+async fn receive_batch(
+    sqs: &aws_sdk_sqs::Client,
+    dlq: &str,
+) -> Result<Vec<aws_sdk_sqs::types::Message>, CliError> {
+    let received = sqs
+        .receive_message()
+        .queue_url(dlq)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .visibility_timeout(120)
+        .send()
+        .await
+        .map_err(|e| sqs_error("receive from the DLQ", e))?;
+    Ok(received.messages.unwrap_or_default())
+}
+
+/// Sends the messages' bodies to the ingest queue as one batch, each entry named by its index.
+async fn send_batch(
+    sqs: &aws_sdk_sqs::Client,
+    queue: &str,
+    messages: &[aws_sdk_sqs::types::Message],
+) -> Result<SendMessageBatchOutput, CliError> {
+    use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+    let mut batch = sqs.send_message_batch().queue_url(queue);
+    for (i, m) in messages.iter().enumerate() {
+        let entry = SendMessageBatchRequestEntry::builder()
+            .id(i.to_string())
+            .message_body(m.body().unwrap_or_default())
+            .build()
+            .map_err(|e| sqs_error("build a batch entry", e))?;
+        batch = batch.entries(entry);
+    }
+    batch
+        .send()
+        .await
+        .map_err(|e| sqs_error("send to the ingest queue", e))
+}
+
+/// Deletes from the DLQ the messages the ingest queue accepted. How many were deleted, or
+/// `None` when none was accepted.
+async fn delete_sent(
+    sqs: &aws_sdk_sqs::Client,
+    dlq: &str,
+    messages: &[aws_sdk_sqs::types::Message],
+    sent: &[aws_sdk_sqs::types::SendMessageBatchResultEntry],
+) -> Result<Option<usize>, CliError> {
+    use aws_sdk_sqs::types::DeleteMessageBatchRequestEntry;
+    let mut delete = sqs.delete_message_batch().queue_url(dlq);
+    let mut to_delete = 0;
+    for ok in sent {
+        let Some(m) = ok.id().parse::<usize>().ok().and_then(|i| messages.get(i)) else {
+            continue;
+        };
+        let entry = DeleteMessageBatchRequestEntry::builder()
+            .id(ok.id())
+            .receipt_handle(m.receipt_handle().unwrap_or_default())
+            .build()
+            .map_err(|e| sqs_error("build a delete entry", e))?;
+        delete = delete.entries(entry);
+        to_delete += 1;
+    }
+    if to_delete == 0 {
+        return Ok(None);
+    }
+    let deleted = delete
+        .send()
+        .await
+        .map_err(|e| sqs_error("delete from the DLQ", e))?;
+    // A message sent on but not deleted comes back to the DLQ later and is sent again:
+    // ingest treats the duplicate as a replay.
+    Ok(Some(deleted.successful().len()))
 }
 
 #[cfg(test)]

@@ -413,3 +413,103 @@ fn an_unreachable_endpoint_is_a_clear_error() {
     assert!(matches!(err, CliError::Transport(_)), "{err}");
     assert!(err.to_string().contains("cannot reach"), "{err}");
 }
+
+/// `opsctl --help`, `-h`, `help`, and `--help` after any subcommand print the usage text.
+#[test]
+fn every_command_answers_help() {
+    let commands = [
+        "",
+        "help",
+        "quarantine list",
+        "quarantine show q_1",
+        "quarantine resolve q_1 --reject",
+        "delivery show k",
+        "delivery artifact k",
+        "run show r",
+        "run start acme-eu",
+        "source-quarantine set acme-eu",
+        "source-quarantine show acme-eu",
+        "correction add acme-eu A B",
+        "correction withdraw corr_x",
+        "dlq redrive --dlq x",
+        "no such command",
+    ];
+    for command in commands {
+        for help in ["--help", "-h"] {
+            let text = format!("{command} {help}");
+            assert_eq!(parse(&text).unwrap().command, Command::Help, "{text}");
+        }
+    }
+    let mut out = Vec::new();
+    run(
+        &Command::Help,
+        &settings("http://127.0.0.1:1".into()),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), format!("{USAGE}\n"));
+}
+
+fn show_quarantine_entry(body: &'static str) -> String {
+    let (url, server) = one_shot_server(200, body);
+    let mut out = Vec::new();
+    run(
+        &Command::QuarantineShow { id: "q_1".into() },
+        &settings(url),
+        &mut out,
+    )
+    .unwrap();
+    server.join().unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn quarantine_show_prints_the_resolution_and_a_json_diff() {
+    let out = show_quarantine_entry(
+        r#"{"quarantine_id":"q_1","kind":"mismatch","status":"accepted","message":null,
+        "resolution":{"action":"reject","reason":"bad","resolved_at":"t2"},
+        "diff":{"available":true,"format":"json","difference_count":2,"truncated":true,"note":"n",
+        "differences":[{"path":"/a","stored":1,"received":"x"},{"path":"/bb","stored":null}]}}"#,
+    );
+    assert_eq!(
+        out,
+        "quarantine_id         q_1\n\
+         kind                  mismatch\n\
+         status                accepted\n\
+         \n\
+         resolution:\n\
+         action            reject\n\
+         reason            bad\n\
+         resolved_at       t2\n\
+         \n\
+         diff (stored -> received, 2 difference(s), list truncated):\n\
+         PATH  STORED  RECEIVED\n\
+         /a    1       \"x\"\n\
+         /bb   null    (absent)\n\
+         note: n\n"
+    );
+}
+
+#[test]
+fn quarantine_show_prints_a_byte_diff_or_why_there_is_none() {
+    let out = show_quarantine_entry(
+        r#"{"quarantine_id":"q_1","resolution":null,"diff":{"format":"csv","stored_bytes":10,
+        "received_bytes":12,"first_difference_offset":4,
+        "line_differences":[{"line":2,"stored":"a,b","received":null}]}}"#,
+    );
+    assert_eq!(
+        out,
+        "quarantine_id         q_1\n\
+         \n\
+         diff (csv): stored 10 bytes, received 12 bytes, first difference at byte 4\n\
+         LINE  STORED  RECEIVED\n\
+         2     a,b     -\n"
+    );
+    let out = show_quarantine_entry(
+        r#"{"quarantine_id":"q_1","diff":{"available":false,"reason":"artifact expired"}}"#,
+    );
+    assert_eq!(
+        out,
+        "quarantine_id         q_1\n\ndiff unavailable: artifact expired\n"
+    );
+}

@@ -9,6 +9,7 @@ use crate::domain::hashing::sha256_hex;
 use crate::domain::ids::{
     ConnectorId, DeliveryKey, FallbackFields, IdentityStrength, SourceDeliveryId,
 };
+use crate::domain::timestamp::Timestamp;
 use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
 use crate::protocols::http::HttpResponse;
 use crate::protocols::ports::{Clock, ConnectorDirectory};
@@ -65,6 +66,17 @@ const INVALID_SIGNATURE: Refusal = refuse(
     401,
     "invalid_signature",
     "webhook-id, webhook-timestamp and a valid v1 webhook-signature are required",
+);
+const STALE: Refusal = refuse(
+    401,
+    "stale_timestamp",
+    "webhook-timestamp must be unix seconds within 5 minutes of now",
+);
+const UNKNOWN_CONNECTOR: Refusal = refuse(404, "unknown_connector", "no such webhook connector");
+const PAYLOAD_TOO_LARGE: Refusal = refuse(
+    413,
+    "payload_too_large",
+    "the body exceeds the connector's size limit",
 );
 
 pub struct WebhookService {
@@ -178,111 +190,24 @@ impl WebhookService {
         Ok(owned)
     }
 
+    /// The webhook protocol in its fixed order: the connector, the body's size, the signed
+    /// headers and their timestamp, the signature, the payload, the delivery's identity, and
+    /// the envelope on the ingest queue.
     async fn accept(&self, request: &WebhookRequest) -> Result<DeliveryKey, Refusal> {
-        const UNKNOWN: Refusal = refuse(404, "unknown_connector", "no such webhook connector");
-        let connector_id = ConnectorId::parse(&request.connector).map_err(|_| UNKNOWN)?;
-        let config = match self.connectors.connector(&connector_id).await {
-            // A pull or drop connector answers as one that does not exist: nothing leaks.
-            Ok(Some(config)) if takes_webhooks(&config) => config,
-            Ok(_) => return Err(UNKNOWN),
-            Err(e) => {
-                error!(connector = %connector_id, error = %e, "connector lookup failed");
-                return Err(UNAVAILABLE);
-            }
-        };
-        // A stored configuration that `validate` refuses (e.g. max_body_bytes 0) would turn
-        // every delivery into a final 4xx; a 503 keeps the supplier retrying until it is fixed.
-        if let Err(invalid) = config.validate() {
-            error!(connector = %connector_id, error = %invalid, "stored connector configuration is invalid");
-            return Err(UNAVAILABLE);
-        }
-
+        let (connector_id, config) = self.webhook_connector(&request.connector).await?;
         if request.body.len() as u64 > config.max_body_bytes {
-            return Err(refuse(
-                413,
-                "payload_too_large",
-                "the body exceeds the connector's size limit",
-            ));
+            return Err(PAYLOAD_TOO_LARGE);
         }
-
-        let header = |name: &str| {
-            request
-                .headers
-                .get(name)
-                .map(|v| v.trim())
-                .filter(|v| !v.is_empty())
-        };
-        let (Some(webhook_id), Some(timestamp), Some(signature)) = (
-            header("webhook-id"),
-            header("webhook-timestamp"),
-            header("webhook-signature"),
-        ) else {
-            return Err(INVALID_SIGNATURE);
-        };
-
-        const STALE: Refusal = refuse(
-            401,
-            "stale_timestamp",
-            "webhook-timestamp must be unix seconds within 5 minutes of now",
-        );
+        let signed = signed_headers(request)?;
         let now = self.clock.now();
-        if !timestamp_is_fresh(timestamp, now.unix_seconds()) {
-            return Err(STALE);
-        }
-        let sent_at: i64 = timestamp.parse().map_err(|_| STALE)?;
-
-        let secrets = self
-            .secrets
-            .active_secrets(&connector_id)
-            .await
-            .map_err(|e| {
-                // StoreError messages name the secret, never its value.
-                error!(connector = %connector_id, error = %e, "signing secrets unavailable");
-                UNAVAILABLE
-            })?;
-        let secrets = self.owned_secrets(&connector_id, secrets).await?;
-        if secrets.is_empty() {
-            warn!(connector = %connector_id, "connector has no active signing secret");
-        }
-        match verify_signature(
-            &secrets,
-            webhook_id,
-            timestamp,
-            signature,
-            &request.body,
-            now.unix_seconds(),
-        ) {
-            Verification::Valid => {}
-            Verification::Stale => return Err(STALE),
-            Verification::InvalidSignature => return Err(INVALID_SIGNATURE),
-        }
-
-        let content_type = header("content-type").unwrap_or_default();
-        let document = if is_json_format(config.payload_format) {
-            if !is_json_content_type(content_type) {
-                return Err(refuse(
-                    400,
-                    "invalid_payload",
-                    "content-type must be application/json or application/*+json",
-                ));
-            }
-            let document: Value = serde_json::from_slice(&request.body)
-                .map_err(|_| refuse(400, "invalid_payload", "the body is not valid JSON"))?;
-            Some(document)
-        } else {
-            if !is_envelope_content_type(content_type) {
-                return Err(refuse(
-                    400,
-                    "invalid_payload",
-                    "a content-type header of at most 128 printable characters is required",
-                ));
-            }
-            None
-        };
-
+        let sent_at = sent_at(signed.timestamp, now)?;
+        self.authenticate(&connector_id, &signed, &request.body, now)
+            .await?;
+        let content_type = header(request, "content-type").unwrap_or_default();
+        let document = parse_payload(&config, content_type, &request.body)?;
         let identity = identify(
             &config,
-            webhook_id,
+            signed.webhook_id,
             sent_at,
             document.as_ref(),
             &request.body,
@@ -294,13 +219,90 @@ impl WebhookService {
             identity.id,
             identity.strength,
         );
-        let envelope = envelope_for(
-            &key,
-            identity.basis,
-            now,
+        let envelope = Envelope {
+            basis: identity.basis,
+            retrieved_at: now,
             content_type,
+            body: &request.body,
+        };
+        self.enqueue(&connector_id, &key, envelope).await?;
+        Ok(key)
+    }
+
+    /// The connector the path names, if it takes webhooks and its stored configuration is
+    /// valid.
+    async fn webhook_connector(
+        &self,
+        connector: &str,
+    ) -> Result<(ConnectorId, ConnectorConfig), Refusal> {
+        let connector_id = ConnectorId::parse(connector).map_err(|_| UNKNOWN_CONNECTOR)?;
+        let config = match self.connectors.connector(&connector_id).await {
+            // A pull or drop connector answers as one that does not exist: nothing leaks.
+            Ok(Some(config)) if takes_webhooks(&config) => config,
+            Ok(_) => return Err(UNKNOWN_CONNECTOR),
+            Err(e) => {
+                error!(connector = %connector_id, error = %e, "connector lookup failed");
+                return Err(UNAVAILABLE);
+            }
+        };
+        // A stored configuration that `validate` refuses (e.g. max_body_bytes 0) would turn
+        // every delivery into a final 4xx; a 503 keeps the supplier retrying until it is fixed.
+        if let Err(invalid) = config.validate() {
+            error!(connector = %connector_id, error = %invalid, "stored connector configuration is invalid");
+            return Err(UNAVAILABLE);
+        }
+        Ok((connector_id, config))
+    }
+
+    /// Checks the signature against the connector's active secrets that it owns.
+    async fn authenticate(
+        &self,
+        connector_id: &ConnectorId,
+        signed: &SignedHeaders<'_>,
+        body: &[u8],
+        now: Timestamp,
+    ) -> Result<(), Refusal> {
+        let secrets = self
+            .secrets
+            .active_secrets(connector_id)
+            .await
+            .map_err(|e| {
+                // StoreError messages name the secret, never its value.
+                error!(connector = %connector_id, error = %e, "signing secrets unavailable");
+                UNAVAILABLE
+            })?;
+        let secrets = self.owned_secrets(connector_id, secrets).await?;
+        if secrets.is_empty() {
+            warn!(connector = %connector_id, "connector has no active signing secret");
+        }
+        match verify_signature(
+            &secrets,
+            signed.webhook_id,
+            signed.timestamp,
+            signed.signature,
+            body,
+            now.unix_seconds(),
+        ) {
+            Verification::Valid => Ok(()),
+            Verification::Stale => Err(STALE),
+            Verification::InvalidSignature => Err(INVALID_SIGNATURE),
+        }
+    }
+
+    /// Puts the delivery's envelope on the ingest queue, its body claim-checked when large.
+    async fn enqueue(
+        &self,
+        connector_id: &ConnectorId,
+        key: &DeliveryKey,
+        delivery: Envelope<'_>,
+    ) -> Result<(), Refusal> {
+        let envelope = envelope_for(
+            key,
+            delivery.basis,
+            delivery.retrieved_at,
+            delivery.content_type,
             None,
-            &request.body,
+            delivery.body,
             self.claims.as_ref(),
         )
         .await
@@ -312,7 +314,85 @@ impl WebhookService {
             error!(connector = %connector_id, delivery_key = %key, error = %e, "enqueue failed");
             UNAVAILABLE
         })?;
-        Ok(key)
+        Ok(())
+    }
+}
+
+/// What the envelope carries besides the delivery key.
+struct Envelope<'a> {
+    /// Which identity named the delivery (`cloudevents`, `webhook_id`, `fallback`).
+    basis: &'static str,
+    retrieved_at: Timestamp,
+    content_type: &'a str,
+    body: &'a [u8],
+}
+
+/// The signed Standard Webhooks headers, each present and not blank.
+struct SignedHeaders<'a> {
+    webhook_id: &'a str,
+    timestamp: &'a str,
+    signature: &'a str,
+}
+
+fn signed_headers(request: &WebhookRequest) -> Result<SignedHeaders<'_>, Refusal> {
+    let (Some(webhook_id), Some(timestamp), Some(signature)) = (
+        header(request, "webhook-id"),
+        header(request, "webhook-timestamp"),
+        header(request, "webhook-signature"),
+    ) else {
+        return Err(INVALID_SIGNATURE);
+    };
+    Ok(SignedHeaders {
+        webhook_id,
+        timestamp,
+        signature,
+    })
+}
+
+/// A header's value, trimmed; `None` when absent or blank.
+fn header<'a>(request: &'a WebhookRequest, name: &str) -> Option<&'a str> {
+    request
+        .headers
+        .get(name)
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+}
+
+/// `webhook-timestamp` as unix seconds, refused unless within 5 minutes of `now`.
+fn sent_at(timestamp: &str, now: Timestamp) -> Result<i64, Refusal> {
+    if !timestamp_is_fresh(timestamp, now.unix_seconds()) {
+        return Err(STALE);
+    }
+    timestamp.parse().map_err(|_| STALE)
+}
+
+/// The body of a JSON format as its document (refused unless the content-type says JSON and
+/// the body parses); for other formats no document, and a content-type fit for the envelope.
+fn parse_payload(
+    config: &ConnectorConfig,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Option<Value>, Refusal> {
+    if is_json_format(config.payload_format) {
+        if !is_json_content_type(content_type) {
+            return Err(refuse(
+                400,
+                "invalid_payload",
+                "content-type must be application/json or application/*+json",
+            ));
+        }
+        let document: Value = serde_json::from_slice(body)
+            .map_err(|_| refuse(400, "invalid_payload", "the body is not valid JSON"))?;
+        Ok(Some(document))
+    } else {
+        if !is_envelope_content_type(content_type) {
+            return Err(refuse(
+                400,
+                "invalid_payload",
+                "a content-type header of at most 128 printable characters is required",
+            ));
+        }
+        Ok(None)
     }
 }
 
