@@ -3,12 +3,13 @@
 
 use crate::aws::dynamo::decode_replay;
 use crate::domain::model::{
-    Observation, ProjectionWork, ReplayRecord, ReplayState, Run, RunPageRecord, RunStatus,
-    SourceQuarantine,
+    CorrectionRules, Observation, ProjectionWork, ReplayRecord, ReplayState, Run, RunPageRecord,
+    RunStatus, SourceQuarantine, SourceRef,
 };
 use crate::protocols::ports::StoreError;
 use crate::protocols::projection::EvidenceChange;
 use serde::Deserialize;
+use std::collections::BTreeSet;
 
 #[derive(Deserialize)]
 struct Entity {
@@ -22,8 +23,8 @@ fn decode<T: serde::de::DeserializeOwned>(item: serde_dynamo::Item) -> Result<T,
 }
 
 /// An observation's stream record. One stored before today's supported ranges were enforced
-/// does not decode: it is skipped and reported, never retried (docs/decisions.md, "Supported
-/// ranges of stored values").
+/// does not decode: it is skipped and reported, never retried
+/// (docs/adr/0012-supported-ranges-of-stored-values.md).
 fn observation_change(new_image: serde_dynamo::Item) -> EvidenceChange {
     match decode::<Observation>(new_image) {
         Ok(observation) => EvidenceChange::Observation(Box::new(observation)),
@@ -51,73 +52,95 @@ pub fn classify(
     let entity: Entity = decode(new_image.clone())?;
     Ok(match entity.entity.as_deref() {
         Some("observation") => observation_change(new_image),
-        Some("replay") => {
-            let new: ReplayRecord = decode_replay(new_image.into())?;
-            let was_committed = match old_image.filter(|i| !i.is_empty()) {
-                Some(old) => decode_replay(old.into())?.state == ReplayState::Committed,
-                None => false,
-            };
-            // An unstaged delivery's observations were written in the same transaction as its
-            // committed record: their own INSERT records project them. A staged delivery's
-            // observations became eligible only now.
-            if new.state == ReplayState::Committed && !was_committed && new.chunks_total > 1 {
-                EvidenceChange::DeliveryCommitted(new.observation_ids)
-            } else {
-                EvidenceChange::Ignored
-            }
-        }
+        Some("replay") => replay_change(old_image, new_image)?,
         Some("projection_work") if event_name == "INSERT" => {
             EvidenceChange::Work(Box::new(decode::<ProjectionWork>(new_image)?))
         }
         Some("run_page") if event_name == "INSERT" => {
             EvidenceChange::RunPage(Box::new(decode::<RunPageRecord>(new_image)?))
         }
-        Some("run") => {
-            let new: Run = decode(new_image)?;
-            let was_complete = match old_image.filter(|i| !i.is_empty()) {
-                Some(old) => decode::<Run>(old)?.status == Some(RunStatus::Complete),
-                None => false,
-            };
-            if new.status == Some(RunStatus::Complete) && !was_complete {
-                EvidenceChange::RunCompleted(Box::new(new))
-            } else {
-                EvidenceChange::Ignored
-            }
-        }
-        Some("correction_rules") => {
-            #[derive(Deserialize)]
-            struct Stored {
-                source: crate::domain::model::SourceRef,
-                #[serde(flatten)]
-                rules: crate::domain::model::CorrectionRules,
-            }
-            let new: Stored = decode(new_image)?;
-            let old = match old_image.filter(|i| !i.is_empty()) {
-                Some(old) => decode::<Stored>(old)?.rules,
-                None => crate::domain::model::CorrectionRules::default(),
-            };
-            // Every item whose rows a changed rule can move: the part itself, where the old
-            // rule sent it and where the new one does.
-            let mut items = std::collections::BTreeSet::new();
-            for (part, rule) in &new.rules.rules {
-                let before = old.rules.get(part);
-                if before != Some(rule) {
-                    items.insert(part.clone());
-                    items.insert(rule.to_item.key());
-                    if let Some(before) = before {
-                        items.insert(before.to_item.key());
-                    }
-                }
-            }
-            EvidenceChange::CorrectionRules {
-                source: new.source,
-                items: items.into_iter().collect(),
-            }
-        }
+        Some("run") => run_change(old_image, new_image)?,
+        Some("correction_rules") => rules_change(old_image, new_image)?,
         Some("source_quarantine") => {
             EvidenceChange::SourceQuarantine(decode::<SourceQuarantine>(new_image)?.source)
         }
         _ => EvidenceChange::Ignored,
+    })
+}
+
+/// A replay record that just reached `COMMITTED`. An unstaged delivery's observations were
+/// written in the same transaction as its committed record: their own INSERT records project
+/// them. A staged delivery's observations became eligible only now.
+fn replay_change(
+    old_image: Option<serde_dynamo::Item>,
+    new_image: serde_dynamo::Item,
+) -> Result<EvidenceChange, StoreError> {
+    let new: ReplayRecord = decode_replay(new_image.into())?;
+    let was_committed = match old_image.filter(|i| !i.is_empty()) {
+        Some(old) => decode_replay(old.into())?.state == ReplayState::Committed,
+        None => false,
+    };
+    Ok(
+        if new.state == ReplayState::Committed && !was_committed && new.chunks_total > 1 {
+            EvidenceChange::DeliveryCommitted(new.observation_ids)
+        } else {
+            EvidenceChange::Ignored
+        },
+    )
+}
+
+/// A run that just reached `COMPLETE`.
+fn run_change(
+    old_image: Option<serde_dynamo::Item>,
+    new_image: serde_dynamo::Item,
+) -> Result<EvidenceChange, StoreError> {
+    let new: Run = decode(new_image)?;
+    let was_complete = match old_image.filter(|i| !i.is_empty()) {
+        Some(old) => decode::<Run>(old)?.status == Some(RunStatus::Complete),
+        None => false,
+    };
+    Ok(
+        if new.status == Some(RunStatus::Complete) && !was_complete {
+            EvidenceChange::RunCompleted(Box::new(new))
+        } else {
+            EvidenceChange::Ignored
+        },
+    )
+}
+
+/// A source's identity rules as the evidence table stores them.
+#[derive(Deserialize)]
+struct StoredRules {
+    source: SourceRef,
+    #[serde(flatten)]
+    rules: CorrectionRules,
+}
+
+/// A source's identity rules changed: every item whose rows a changed rule can move (the part
+/// itself, where the old rule sent it and where the new one does).
+fn rules_change(
+    old_image: Option<serde_dynamo::Item>,
+    new_image: serde_dynamo::Item,
+) -> Result<EvidenceChange, StoreError> {
+    let new: StoredRules = decode(new_image)?;
+    let old = match old_image.filter(|i| !i.is_empty()) {
+        Some(old) => decode::<StoredRules>(old)?.rules,
+        None => CorrectionRules::default(),
+    };
+    let mut items = BTreeSet::new();
+    for (part, rule) in &new.rules.rules {
+        let before = old.rules.get(part);
+        if before != Some(rule) {
+            items.insert(part.clone());
+            items.insert(rule.to_item.key());
+            if let Some(before) = before {
+                items.insert(before.to_item.key());
+            }
+        }
+    }
+    Ok(EvidenceChange::CorrectionRules {
+        source: new.source,
+        items: items.into_iter().collect(),
     })
 }
 

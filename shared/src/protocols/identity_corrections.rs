@@ -1,4 +1,4 @@
-//! Identity corrections that stick (issue 8 items 1 and 2).
+//! Identity corrections that stick (docs/adr/0032-identity-corrections-stick.md).
 //!
 //! A correction is a *rule* for one source: rows that normalized to `from_item` belong to
 //! `to_item`. Recording it moves the source's rule set and writes the correction's append-only
@@ -147,6 +147,58 @@ pub struct CorrectionService {
 
 const MAX_RULE_RACES: usize = 5;
 
+/// One change of a source's rule for a part, as `correct` and `withdraw` ask for it.
+struct RuleChange<'a> {
+    source: &'a SourceRef,
+    from: &'a str,
+    to: &'a CanonicalItem,
+    kind: CorrectionKind,
+    reason: &'a str,
+    actor: Option<String>,
+    /// A withdrawal names the correction it withdraws, which must be the rule in force.
+    must_replace: Option<&'a str>,
+}
+
+impl RuleChange<'_> {
+    /// The correction record and the rule set that recording it against `rules` writes.
+    fn proposed(
+        &self,
+        rules: &CorrectionRules,
+        now: Timestamp,
+    ) -> (IdentityCorrection, CorrectionRules) {
+        let replaces = rules.rule_for(self.from).map(|r| r.correction_id.clone());
+        let id = correction_id(
+            self.source,
+            self.from,
+            self.to,
+            self.kind,
+            replaces.as_deref(),
+        );
+        let correction = IdentityCorrection {
+            correction_id: id.clone(),
+            kind: self.kind,
+            source: self.source.clone(),
+            from_item: self.from.to_owned(),
+            to_item: self.to.clone(),
+            replaces,
+            reason: self.reason.to_owned(),
+            actor: self.actor.clone(),
+            created_at: now,
+        };
+        let mut next = rules.clone();
+        next.version = rules.version + 1;
+        next.rules.insert(
+            self.from.to_owned(),
+            CorrectionRule {
+                to_item: self.to.clone(),
+                correction_id: id,
+                since: now,
+            },
+        );
+        (correction, next)
+    }
+}
+
 impl CorrectionService {
     pub fn new(
         reads: Arc<dyn EvidenceReads>,
@@ -178,15 +230,15 @@ impl CorrectionService {
         } else {
             CorrectionKind::Correct
         };
-        self.record(
-            &request.source,
-            &from,
-            &request.to_item,
+        self.record(RuleChange {
+            source: &request.source,
+            from: &from,
+            to: &request.to_item,
             kind,
-            &request.reason,
-            request.actor.clone(),
-            None,
-        )
+            reason: &request.reason,
+            actor: request.actor.clone(),
+            must_replace: None,
+        })
         .await
     }
 
@@ -210,83 +262,32 @@ impl CorrectionService {
         }
         let from = CanonicalItem::parse_key(&correction.from_item)
             .map_err(|e| CorrectionError::Invalid(format!("from_item: {e}")))?;
-        self.record(
-            &correction.source,
-            &correction.from_item,
-            &from,
-            CorrectionKind::Withdraw,
+        self.record(RuleChange {
+            source: &correction.source,
+            from: &correction.from_item,
+            to: &from,
+            kind: CorrectionKind::Withdraw,
             reason,
             actor,
-            Some(id),
-        )
+            must_replace: Some(id),
+        })
         .await
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Records the change of the part's rule against the rule set in force, unless the rule in
+    /// force already answers the request; a rule set that moved meanwhile is read again.
     async fn record(
         &self,
-        source: &SourceRef,
-        from: &str,
-        to: &CanonicalItem,
-        kind: CorrectionKind,
-        reason: &str,
-        actor: Option<String>,
-        must_replace: Option<&str>,
+        change: RuleChange<'_>,
     ) -> Result<(CorrectionView, bool), CorrectionError> {
         for _ in 0..MAX_RULE_RACES {
-            let rules = self.store.correction_rules(source).await?;
-            let in_force = rules.rule_for(from);
-            if let Some(required) = must_replace {
-                // The same withdrawal asked for again: answer with the one recorded.
-                if let Some(rule) = in_force.filter(|r| r.to_item == *to) {
-                    if let Some(withdrawal) = self.store.correction(&rule.correction_id).await? {
-                        if withdrawal.replaces.as_deref() == Some(required) {
-                            return Ok((self.run_again(&rule.correction_id).await?, false));
-                        }
-                    }
-                }
-                if in_force.map(|r| r.correction_id.as_str()) != Some(required) {
-                    return Err(CorrectionError::Conflict(format!(
-                        "correction {required} is not the rule in force for {from}; only the rule in force can be withdrawn"
-                    )));
-                }
+            let rules = self.store.correction_rules(change.source).await?;
+            if let Some(answer) = self.answer_in_force(&change, &rules).await? {
+                return Ok(answer);
             }
-            // The part already belongs where the request says: this is the correction in force
-            // asked for again (or a withdrawal of a part nothing redirects). Run it again; its
-            // record is never rewritten, whatever this request's reason says.
-            if let Some(rule) = in_force.filter(|r| r.to_item == *to) {
-                let existing = rule.correction_id.clone();
-                return Ok((self.run_again(&existing).await?, false));
-            }
-            if in_force.is_none() && kind == CorrectionKind::Withdraw {
-                return Err(CorrectionError::Conflict(format!(
-                    "no correction is in force for {from}; its rows already belong to it"
-                )));
-            }
-            let replaces = in_force.map(|r| r.correction_id.clone());
-            let id = correction_id(source, from, to, kind, replaces.as_deref());
             let now = self.clock.now();
-            let correction = IdentityCorrection {
-                correction_id: id.clone(),
-                kind,
-                source: source.clone(),
-                from_item: from.to_owned(),
-                to_item: to.clone(),
-                replaces,
-                reason: reason.to_owned(),
-                actor: actor.clone(),
-                created_at: now,
-            };
-            let mut next = rules.clone();
-            next.version = rules.version + 1;
-            next.rules.insert(
-                from.to_owned(),
-                CorrectionRule {
-                    to_item: to.clone(),
-                    correction_id: id.clone(),
-                    since: now,
-                },
-            );
+            let (correction, next) = change.proposed(&rules, now);
+            let id = &correction.correction_id;
             match self
                 .store
                 .record_correction(
@@ -298,21 +299,60 @@ impl CorrectionService {
                 .await?
             {
                 Recorded::Recorded => {
-                    info!(correction = %id, from, to = %to.key(), ?kind, "identity correction recorded");
+                    info!(correction = %id, from = change.from, to = %change.to.key(), kind = ?change.kind, "identity correction recorded");
                     self.sweep(&correction).await?;
-                    return Ok((self.view(&id).await?, true));
+                    return Ok((self.view(id).await?, true));
                 }
-                Recorded::Exists => return Ok((self.run_again(&id).await?, false)),
+                Recorded::Exists => return Ok((self.run_again(id).await?, false)),
                 Recorded::RulesChanged => continue,
             }
         }
         Err(CorrectionError::Store(StoreError::Unavailable(
             anyhow::anyhow!(
                 "the rule set of {}/{} kept changing",
-                source.connector,
-                source.source_account
+                change.source.connector,
+                change.source.source_account
             ),
         )))
+    }
+
+    /// What the rule in force already answers: the same request asked for again (run again),
+    /// or a conflict. `None`: a new correction is to be recorded.
+    async fn answer_in_force(
+        &self,
+        change: &RuleChange<'_>,
+        rules: &CorrectionRules,
+    ) -> Result<Option<(CorrectionView, bool)>, CorrectionError> {
+        let from = change.from;
+        let in_force = rules.rule_for(from);
+        if let Some(required) = change.must_replace {
+            // The same withdrawal asked for again: answer with the one recorded.
+            if let Some(rule) = in_force.filter(|r| r.to_item == *change.to) {
+                if let Some(withdrawal) = self.store.correction(&rule.correction_id).await? {
+                    if withdrawal.replaces.as_deref() == Some(required) {
+                        return Ok(Some((self.run_again(&rule.correction_id).await?, false)));
+                    }
+                }
+            }
+            if in_force.map(|r| r.correction_id.as_str()) != Some(required) {
+                return Err(CorrectionError::Conflict(format!(
+                    "correction {required} is not the rule in force for {from}; only the rule in force can be withdrawn"
+                )));
+            }
+        }
+        // The part already belongs where the request says: this is the correction in force
+        // asked for again (or a withdrawal of a part nothing redirects). Run it again; its
+        // record is never rewritten, whatever this request's reason says.
+        if let Some(rule) = in_force.filter(|r| r.to_item == *change.to) {
+            let existing = rule.correction_id.clone();
+            return Ok(Some((self.run_again(&existing).await?, false)));
+        }
+        if in_force.is_none() && change.kind == CorrectionKind::Withdraw {
+            return Err(CorrectionError::Conflict(format!(
+                "no correction is in force for {from}; its rows already belong to it"
+            )));
+        }
+        Ok(None)
     }
 
     /// A recorded correction asked for again: sweep again if it is still the rule in force
@@ -343,9 +383,19 @@ impl CorrectionService {
     ) -> Result<SweepRecord, CorrectionError> {
         let started_at = self.clock.now();
         let rules = self.store.correction_rules(&correction.source).await?;
-        let mut found: Vec<Reattribution> = Vec::new();
-        let mut seen: BTreeSet<ObservationId> = BTreeSet::new();
-        // The part's rows are under the part itself, or under the item an earlier rule gave them.
+        let items = self.items_of_part(correction).await?;
+        let found = self.to_reattribute(correction, &rules, &items).await?;
+        let superseded = self.reattribute_in_groups(correction, &found).await?;
+        self.record_sweep(correction, started_at, found.len(), superseded)
+            .await
+    }
+
+    /// The items the part's rows can be under: the part itself, or the item a rule (this one or
+    /// one it replaced) gave them.
+    async fn items_of_part(
+        &self,
+        correction: &IdentityCorrection,
+    ) -> Result<BTreeSet<String>, StoreError> {
         let mut items: BTreeSet<String> = BTreeSet::from([correction.from_item.clone()]);
         items.insert(correction.to_item.key());
         let mut chain = correction.replaces.clone();
@@ -358,7 +408,20 @@ impl CorrectionService {
                 None => chain = None,
             }
         }
-        for item in &items {
+        Ok(items)
+    }
+
+    /// The part's observations under `items` (as the item-history index shows them) that the
+    /// rules attribute elsewhere, each once.
+    async fn to_reattribute(
+        &self,
+        correction: &IdentityCorrection,
+        rules: &CorrectionRules,
+        items: &BTreeSet<String>,
+    ) -> Result<Vec<Reattribution>, StoreError> {
+        let mut found: Vec<Reattribution> = Vec::new();
+        let mut seen: BTreeSet<ObservationId> = BTreeSet::new();
+        for item in items {
             let mut cursor: Option<String> = None;
             loop {
                 let page = self
@@ -380,9 +443,7 @@ impl CorrectionService {
                     else {
                         continue;
                     };
-                    if let Some(needed) = Reattribution::needed(&rules, &current) {
-                        found.push(needed);
-                    }
+                    found.extend(Reattribution::needed(rules, &current));
                 }
                 match page.next {
                     Some(next) => cursor = Some(next),
@@ -390,6 +451,16 @@ impl CorrectionService {
                 }
             }
         }
+        Ok(found)
+    }
+
+    /// Re-attributes `found`, `REATTRIBUTION_GROUP` observations per transaction and one group
+    /// per `REATTRIBUTION_GROUP_INTERVAL` at most; returns how many were superseded.
+    async fn reattribute_in_groups(
+        &self,
+        correction: &IdentityCorrection,
+        found: &[Reattribution],
+    ) -> Result<usize, CorrectionError> {
         let mut superseded = 0usize;
         let mut next_group = tokio::time::Instant::now();
         for (group, moves) in found.chunks(REATTRIBUTION_GROUP).enumerate() {
@@ -406,16 +477,28 @@ impl CorrectionService {
                 return Err(CorrectionError::InjectedCrash(point));
             }
         }
+        Ok(superseded)
+    }
+
+    /// Appends the sweep's record, settling the correction when a sweep that started late
+    /// enough found nothing left.
+    async fn record_sweep(
+        &self,
+        correction: &IdentityCorrection,
+        started_at: Timestamp,
+        found: usize,
+        superseded: usize,
+    ) -> Result<SweepRecord, CorrectionError> {
         let finished_at = self.clock.now();
         let sweep = SweepRecord {
             correction_id: correction.correction_id.clone(),
             started_at,
             finished_at,
-            found: found.len() as u32,
+            found: found as u32,
             superseded: superseded as u32,
         };
-        let settled = found.is_empty()
-            && started_at.seconds_since(correction.created_at) >= SETTLE_AFTER_SECONDS;
+        let settled =
+            found == 0 && started_at.seconds_since(correction.created_at) >= SETTLE_AFTER_SECONDS;
         self.store
             .record_sweep(
                 &sweep,
@@ -423,7 +506,7 @@ impl CorrectionService {
                 finished_at.plus_seconds(SETTLE_AFTER_SECONDS),
             )
             .await?;
-        info!(correction = %correction.correction_id, found = found.len(), superseded, settled, "correction sweep");
+        info!(correction = %correction.correction_id, found, superseded, settled, "correction sweep");
         Ok(sweep)
     }
 
