@@ -1,5 +1,6 @@
 //! Identity corrections that stick, append-only operator records, and lifting a source
-//! quarantine (issue 8 items 1, 2 and 3), through the running local stack's routes.
+//! quarantine (docs/adr/0032-identity-corrections-stick.md,
+//! docs/adr/0033-source-quarantines-keep-rows-marked.md), through the running local stack's routes.
 
 use acceptance::*;
 use feedsafe::domain::connector::ConnectorConfig;
@@ -449,8 +450,8 @@ async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet()
     env.drain(&mut stream, &projector).await;
     let query = env.query();
     let now = feedsafe::domain::timestamp::Timestamp::now();
-    let quantities = |v: Value| -> Vec<u64> {
-        v["offers"]
+    let quantities = |v: feedsafe::protocols::query::OffersResponse| -> Vec<u64> {
+        serde_json::to_value(v).unwrap()["offers"]
             .as_array()
             .unwrap()
             .iter()
@@ -552,6 +553,7 @@ async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet()
         .history(&env.reader(), "AX-440-R2", None, 50)
         .await
         .unwrap();
+    let history = serde_json::to_value(history).unwrap();
     let attributed: Vec<(u64, String)> = history["observations"]
         .as_array()
         .unwrap()
@@ -573,7 +575,7 @@ async fn a_correction_completes_for_claims_the_lagging_index_does_not_show_yet()
     );
 }
 
-/// Item 2: a correction interrupted half way (the ops function timed out) resumes and completes
+/// A correction interrupted half way (the ops function timed out) resumes and completes
 /// when asked again, and its record lists every observation it superseded.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupted_correction_resumes_and_its_record_lists_everything_it_superseded() {
@@ -650,7 +652,7 @@ async fn an_interrupted_correction_resumes_and_its_record_lists_everything_it_su
     assert_eq!(copies, 60);
 }
 
-/// Item 1: a correction can be corrected and withdrawn, each as a new record, and the history
+/// A correction can be corrected and withdrawn, each as a new record, and the history
 /// says which rule attributed which claim and when.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_correction_can_be_corrected_and_withdrawn_and_history_names_each_rule() {
@@ -694,7 +696,8 @@ async fn a_correction_can_be_corrected_and_withdrawn_and_history_names_each_rule
         let query = query.clone();
         let reader = env.reader();
         async move {
-            query.offers(&reader, item, None, now).await.unwrap()["offers"]
+            serde_json::to_value(query.offers(&reader, item, None, now).await.unwrap()).unwrap()
+                ["offers"]
                 .as_array()
                 .unwrap()
                 .len()

@@ -1,5 +1,5 @@
 //! The edges of what a supplier can send, through the running local stack: a value outside the
-//! supported range (docs/decisions.md, "Supported ranges of stored values") is refused as
+//! supported range (docs/adr/0012-supported-ranges-of-stored-values.md) is refused as
 //! `invalid_row` with its literal, and never stops the ingestion of what comes after it.
 
 use crate::intake::{call, signed_headers, READER, SECRET};
@@ -197,6 +197,7 @@ async fn a_stored_observation_that_no_longer_decodes_is_skipped_not_retried() {
         .history(&env.reader(), "OLD-1", None, 50)
         .await
         .expect("the history answers");
+    let history = serde_json::to_value(history).unwrap();
     let observations = history["observations"]
         .as_array()
         .cloned()
@@ -208,6 +209,7 @@ async fn a_stored_observation_that_no_longer_decodes_is_skipped_not_retried() {
         .offers(&env.reader(), "OLD-1", None, now)
         .await
         .expect("offers");
+    let offers = serde_json::to_value(offers).unwrap();
     assert_eq!(offers["offers"][0]["quantity"], 4, "{offers}");
 }
 

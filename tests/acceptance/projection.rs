@@ -11,7 +11,6 @@ use feedsafe::protocols::identity_corrections::CorrectionRequest;
 use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
 use feedsafe::protocols::projection::ProjectionStore;
 use feedsafe::protocols::source_quarantine::quarantine_source;
-use serde_json::Value;
 use std::sync::Arc;
 
 const ITEM: &str = "AX-440-R2";
@@ -30,7 +29,8 @@ async fn ingest_ok(service: &IngestService, envelope: &[u8]) {
     );
 }
 
-fn quantities(offers: &Value) -> Vec<(String, u64)> {
+fn quantities(offers: &impl serde::Serialize) -> Vec<(String, u64)> {
+    let offers = serde_json::to_value(offers).unwrap();
     let mut out: Vec<(String, u64)> = offers["offers"]
         .as_array()
         .unwrap()
@@ -46,7 +46,8 @@ fn quantities(offers: &Value) -> Vec<(String, u64)> {
     out
 }
 
-fn history_quantities(history: &Value) -> Vec<u64> {
+fn history_quantities(history: &impl serde::Serialize) -> Vec<u64> {
+    let history = serde_json::to_value(history).unwrap();
     history["observations"]
         .as_array()
         .unwrap()
@@ -84,12 +85,14 @@ async fn late_backfill_is_kept_in_history_and_never_moves_the_current_offer_back
     ingest_ok(&service, &page("EXP-8820", 9, "2026-11-29T07:00:00Z")).await;
     env.drain(&mut stream, &projector).await;
     let offers = query.offers(&env.reader(), ITEM, None, now).await.unwrap();
+    let offers = serde_json::to_value(offers).unwrap();
     assert_eq!(
         quantities(&offers),
         vec![("acme-eu".into(), 4)],
         "the current offer stays quantity 4"
     );
     let history = query.history(&env.reader(), ITEM, None, 50).await.unwrap();
+    let history = serde_json::to_value(history).unwrap();
     assert_eq!(
         history_quantities(&history),
         vec![4, 6, 9],
@@ -205,7 +208,8 @@ async fn partial_run(publication: Publication) {
         let query = query.clone();
         let principal = env.reader();
         async move {
-            !query.offers(&principal, sku, None, now).await.unwrap()["offers"]
+            !serde_json::to_value(query.offers(&principal, sku, None, now).await.unwrap()).unwrap()
+                ["offers"]
                 .as_array()
                 .unwrap()
                 .is_empty()
@@ -215,7 +219,8 @@ async fn partial_run(publication: Publication) {
         let query = query.clone();
         let principal = env.reader();
         async move {
-            query.history(&principal, sku, None, 50).await.unwrap()["observations"]
+            serde_json::to_value(query.history(&principal, sku, None, 50).await.unwrap()).unwrap()
+                ["observations"]
                 .as_array()
                 .unwrap()
                 .len()
@@ -300,6 +305,7 @@ async fn identity_correction_supersedes_without_rewriting_the_raw_artifact() {
         .offers(&env.reader(), "AX-440", None, now)
         .await
         .unwrap();
+    let before = serde_json::to_value(before).unwrap();
     assert_eq!(quantities(&before).len(), 1);
     let original = env.observations().await.remove(0);
     let versions_before = env.object_versions(&original.artifact_key).await;
@@ -330,10 +336,13 @@ async fn identity_correction_supersedes_without_rewriting_the_raw_artifact() {
     );
     env.drain(&mut stream, &projector).await;
 
-    assert!(query
-        .offers(&env.reader(), "AX-440", None, now)
-        .await
-        .unwrap()["offers"]
+    assert!(serde_json::to_value(
+        query
+            .offers(&env.reader(), "AX-440", None, now)
+            .await
+            .unwrap()
+    )
+    .unwrap()["offers"]
         .as_array()
         .unwrap()
         .is_empty());
@@ -341,6 +350,7 @@ async fn identity_correction_supersedes_without_rewriting_the_raw_artifact() {
         .offers(&env.reader(), "AX-440-R2", None, now)
         .await
         .unwrap();
+    let corrected = serde_json::to_value(corrected).unwrap();
     let offer = &corrected["offers"][0];
     assert_eq!(offer["quantity"], 6);
     assert_eq!(offer["delivery_key"], original.delivery_key.as_str());
@@ -348,10 +358,12 @@ async fn identity_correction_supersedes_without_rewriting_the_raw_artifact() {
         .history(&env.reader(), "AX-440", None, 50)
         .await
         .unwrap();
+    let old_history = serde_json::to_value(old_history).unwrap();
     let old_entry = &old_history["observations"][0];
     assert_eq!(old_entry["superseded"], true);
     let new_id = old_entry["superseded_by"].as_str().unwrap().to_owned();
     let new_entry = query.observation(&env.reader(), &new_id).await.unwrap();
+    let new_entry = serde_json::to_value(new_entry).unwrap();
     assert_eq!(new_entry["supersedes"], original.observation_id.as_str());
     assert_eq!(
         new_entry["provenance"]["artifact_sha256"],
@@ -430,12 +442,13 @@ async fn quarantining_one_source_leaves_the_other_current_and_history_keeps_both
         "the quarantined source's row is marked and served to no reader"
     );
     let history = query.history(&env.reader(), ITEM, None, 50).await.unwrap();
+    let history = serde_json::to_value(history).unwrap();
     let mut kept = history_quantities(&history);
     kept.sort();
     assert_eq!(kept, vec![3, 6], "history keeps both");
 }
 
-/// Issue 8 item 8: a claim observed later than it was retrieved (beyond the connector's
+/// A claim observed later than it was retrieved (beyond the connector's
 /// clock-skew tolerance, 5 minutes by default) is kept in history, flagged, and never current.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_from_the_future_is_kept_flagged_in_history_and_never_made_current() {
@@ -461,12 +474,14 @@ async fn a_claim_from_the_future_is_kept_flagged_in_history_and_never_made_curre
     env.drain(&mut stream, &projector).await;
 
     let offers = query.offers(&env.reader(), ITEM, None, now).await.unwrap();
+    let offers = serde_json::to_value(offers).unwrap();
     assert_eq!(
         quantities(&offers),
         vec![("acme-eu".into(), 4)],
         "the claim within the tolerance is current; the one from the future is not"
     );
     let history = query.history(&env.reader(), ITEM, None, 50).await.unwrap();
+    let history = serde_json::to_value(history).unwrap();
     let flags: Vec<(u64, bool)> = history["observations"]
         .as_array()
         .unwrap()

@@ -1,7 +1,8 @@
-//! Large deliveries and long runs project in bounded stream batches (issue 8 item 5): reads are
-//! batched, no key is computed twice in a batch, and a record that carries more work than one
-//! invocation should do is split into resumable work records. Every batch goes through the
-//! projector Lambda's own entry point (`handle_stream_batch`) with a DynamoDB stream event.
+//! Large deliveries and long runs project in bounded stream batches
+//! (docs/adr/0019-projection-recomputed-not-patched.md): reads are batched, no key is computed
+//! twice in a batch, and a record that carries more work than one invocation should do is split
+//! into resumable work records. Every batch goes through the projector Lambda's own entry point
+//! (`handle_stream_batch`) with a DynamoDB stream event.
 
 use acceptance::scale::{counted_projector, drain_as_lambda, rows_page};
 use acceptance::*;
@@ -56,6 +57,7 @@ async fn a_five_thousand_row_delivery_projects_in_bounded_stream_batches() {
             )
             .await
             .unwrap();
+        let offers = serde_json::to_value(offers).unwrap();
         assert_eq!(offers["offers"].as_array().unwrap().len(), 1, "BIG-{i:05}");
     }
     assert!(

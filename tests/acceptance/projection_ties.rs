@@ -50,6 +50,7 @@ async fn shown(env: &TestEnv, item: &str) -> (Option<(u64, String)>, Vec<u64>) {
         .offers(&env.reader(), item, None, Timestamp::now())
         .await
         .unwrap();
+    let offers = serde_json::to_value(offers).unwrap();
     let current = offers["offers"].as_array().unwrap().first().map(|o| {
         (
             o["quantity"].as_u64().unwrap(),
@@ -57,6 +58,7 @@ async fn shown(env: &TestEnv, item: &str) -> (Option<(u64, String)>, Vec<u64>) {
         )
     });
     let history = query.history(&env.reader(), item, None, 50).await.unwrap();
+    let history = serde_json::to_value(history).unwrap();
     let quantities = history["observations"]
         .as_array()
         .unwrap()

@@ -1,5 +1,5 @@
-//! DESIGN.md's cost target: a fresh delivery of N rows costs one S3 write plus ceil(N/98)
-//! transactions; a replay costs no more. Counted per SDK operation on the real engines.
+//! The request budget (docs/benchmarks.md): a fresh delivery of N rows costs one S3 write plus
+//! ceil(N/98) transactions; a replay costs no more. Counted per SDK operation on the real engines.
 
 use crate::ingest::big_page;
 use acceptance::*;
@@ -162,6 +162,7 @@ async fn an_items_history_reads_its_observations_and_their_context_in_one_batch(
         .history(&env.reader(), "AX-440-R2", None, 100)
         .await
         .unwrap();
+    let history = serde_json::to_value(history).unwrap();
     let reads = counter.take();
 
     let shown = history["observations"].as_array().unwrap();

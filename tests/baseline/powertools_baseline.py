@@ -1,4 +1,5 @@
-"""The baseline of issue 12: what a team would write instead of feedsafe's ingest function.
+"""The cost bench's baseline (docs/benchmarks.md): what a team would write instead of feedsafe's
+ingest function.
 
 A Python Lambda handler made idempotent with AWS Lambda Powertools (DynamoDB persistence): the
 idempotency key is the delivery's identity (tenant, connector, source account, delivery id), the

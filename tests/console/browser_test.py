@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The operator console in a real browser (issue 13): headless Chromium driven through
+"""The operator console in a real browser (docs/console.md): headless Chromium driven through
 chromedriver's W3C WebDriver protocol (plain HTTP, no client library), against a running local
 stack that holds the essay demo's data.
 

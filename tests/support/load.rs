@@ -49,11 +49,9 @@ pub async fn current_offer(query: &QueryService, connector: &str, sku: &str) -> 
         .offers(&reader, sku, None, Timestamp::now())
         .await
         .ok()?;
-    offers["offers"].as_array()?.iter().find_map(|o| {
-        (o["connector"] == connector).then(|| {
-            let at = Timestamp::parse(o["observed_at"].as_str()?).ok()?;
-            Some((at.unix_seconds(), o["quantity"].as_u64()?))
-        })?
+    offers.offers.iter().find_map(|o| {
+        let o = &o.observation;
+        (o.connector.as_str() == connector).then(|| (o.observed_at.unix_seconds(), o.quantity))
     })
 }
 

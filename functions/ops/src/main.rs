@@ -59,7 +59,10 @@ async fn main() -> Result<(), Error> {
     );
     let service = OpsService::new(
         evidence,
-        RawArchive::new(clients.s3.clone(), raw_bucket),
+        RawArchive::new(Arc::new(feedsafe::aws::s3::S3ArtifactStore::new(
+            clients.s3.clone(),
+            raw_bucket,
+        ))),
         queue,
         Some(PullStarter {
             service: Arc::new(pull),

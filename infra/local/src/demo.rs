@@ -534,7 +534,9 @@ async fn mutated_page(
     bucket: &str,
     artifact_key: &str,
 ) -> Result<Vec<u8>> {
-    let archive = feedsafe::ops::RawArchive::new(clients.s3.clone(), bucket);
+    let archive = feedsafe::ops::RawArchive::new(std::sync::Arc::new(
+        feedsafe::aws::s3::S3ArtifactStore::new(clients.s3.clone(), bucket),
+    ));
     let stored = archive
         .read(artifact_key, 1024 * 1024)
         .await

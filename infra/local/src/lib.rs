@@ -337,7 +337,7 @@ pub async fn start_stack(
     let ops = Arc::new(
         OpsService::new(
             evidence.clone(),
-            RawArchive::new(clients.s3.clone(), &bucket),
+            RawArchive::new(Arc::new(S3ArtifactStore::new(clients.s3.clone(), &bucket))),
             queue.clone(),
             Some(feedsafe::ops::PullStarter {
                 service: pull.clone(),

@@ -641,3 +641,66 @@ impl Reattributor for DynamoEvidenceStore {
         Ok(done)
     }
 }
+
+/// The ops routes' evidence-table port (`crate::ops::ports::OpsStore`), by delegation.
+#[async_trait]
+impl crate::ops::ports::OpsStore for DynamoEvidenceStore {
+    async fn quarantine_entry(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::ops::ports::ResolvedEntry>, StoreError> {
+        self.quarantine_entry_with_resolution(id).await
+    }
+
+    async fn quarantine_entries(
+        &self,
+        tenant: &crate::domain::ids::TenantId,
+    ) -> Result<Vec<crate::ops::ports::ResolvedEntry>, StoreError> {
+        self.quarantine_list_with_resolution(tenant).await
+    }
+
+    async fn quarantine_list(
+        &self,
+        tenant: &crate::domain::ids::TenantId,
+    ) -> Result<Vec<crate::domain::model::QuarantineEntry>, StoreError> {
+        DynamoEvidenceStore::quarantine_list(self, tenant).await
+    }
+
+    async fn quarantine_resolutions(
+        &self,
+        id: &str,
+    ) -> Result<Vec<crate::ops::ResolutionEvent>, StoreError> {
+        DynamoEvidenceStore::quarantine_resolutions(self, id).await
+    }
+
+    async fn resolve_quarantine(
+        &self,
+        transition: &crate::ops::ports::QuarantineTransition<'_>,
+    ) -> Result<bool, StoreError> {
+        DynamoEvidenceStore::resolve_quarantine(
+            self,
+            transition.quarantine_id,
+            transition.from,
+            transition.to,
+            transition.resolution,
+            transition.event,
+            transition.at(),
+            &transition.event.action,
+        )
+        .await
+    }
+
+    async fn connectors_of(
+        &self,
+        tenant: &crate::domain::ids::TenantId,
+    ) -> Result<Vec<crate::domain::connector::ConnectorConfig>, StoreError> {
+        DynamoEvidenceStore::connectors_of(self, tenant).await
+    }
+
+    async fn observation_record(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::domain::model::Observation>, StoreError> {
+        DynamoEvidenceStore::observation(self, id).await
+    }
+}

@@ -234,3 +234,57 @@ impl S3ArtifactStore {
         Ok(out)
     }
 }
+
+/// The raw bucket as the ops routes reach it (`crate::ops::ports::RawObjects`).
+#[async_trait]
+impl crate::ops::ports::RawObjects for S3ArtifactStore {
+    fn bucket(&self) -> &str {
+        S3ArtifactStore::bucket(self)
+    }
+
+    async fn head(&self, key: &str) -> Result<Option<crate::ops::ArchivedObject>, ArtifactError> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(Some(crate::ops::ArchivedObject {
+                size: out.content_length().unwrap_or(0).max(0) as u64,
+                content_type: out.content_type().map(str::to_owned),
+                version_id: out.version_id().map(str::to_owned),
+                retrieved_at: out
+                    .metadata()
+                    .and_then(|m| m.get("retrieved-at"))
+                    .and_then(|t| crate::domain::timestamp::Timestamp::parse(t).ok()),
+            })),
+            Err(e) if e.raw_response().map(|r| r.status().as_u16()) == Some(404) => Ok(None),
+            Err(e) => Err(ArtifactError::Unavailable(
+                anyhow::Error::new(e).context("head raw artifact"),
+            )),
+        }
+    }
+
+    async fn presign_download(
+        &self,
+        key: &str,
+        filename: &str,
+        content_type: &str,
+        expires: std::time::Duration,
+    ) -> Result<String, anyhow::Error> {
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(expires)?;
+        let request = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .response_content_disposition(format!("attachment; filename=\"{filename}\""))
+            .response_content_type(content_type)
+            .response_cache_control("no-store")
+            .presigned(config)
+            .await?;
+        Ok(request.uri().to_owned())
+    }
+}

@@ -16,13 +16,21 @@ pub enum PullScheduleError {
     Pull(#[from] crate::intake::poller::PullError),
 }
 
+/// A pull schedule's input: `{"connector": "acme-eu"}` (other keys are ignored).
+#[derive(Debug, serde::Deserialize)]
+struct PullScheduleInput {
+    connector: String,
+}
+
 /// The connector an EventBridge schedule names: its input is `{"connector": "acme-eu"}`.
 pub fn scheduled_connector(event: &serde_json::Value) -> Result<ConnectorId, PullScheduleError> {
-    let text = event
-        .get("connector")
-        .and_then(serde_json::Value::as_str)
-        .ok_or(PullScheduleError::NoConnector)?;
-    Ok(ConnectorId::parse(text)?)
+    // Only an object names a connector (serde would also read a struct from an array).
+    if !event.is_object() {
+        return Err(PullScheduleError::NoConnector);
+    }
+    let input = <PullScheduleInput as serde::Deserialize>::deserialize(event)
+        .map_err(|_| PullScheduleError::NoConnector)?;
+    Ok(ConnectorId::parse(&input.connector)?)
 }
 
 /// The poller function: pulls the scheduled connector's current export and enqueues every page.
@@ -93,6 +101,8 @@ mod tests {
             serde_json::json!({}),
             serde_json::json!({"connector": 7}),
             serde_json::json!("acme-eu"),
+            serde_json::json!(["acme-eu"]),
+            serde_json::json!({"connector": null}),
         ] {
             let refused = scheduled_connector(&event).expect_err("no connector named");
             assert!(matches!(refused, PullScheduleError::NoConnector), "{event}");

@@ -1,17 +1,25 @@
 //! The raw bucket as operators and auditors reach it: reads and short-lived presigned links.
 
+use super::ports::RawObjects;
 use super::PRESIGN_SECONDS;
-use crate::aws::s3::S3ArtifactStore;
 use crate::domain::timestamp::Timestamp;
-use crate::protocols::ports::{ArtifactError, ArtifactStore};
+use crate::protocols::ports::ArtifactError;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Reads and presigned links on the raw bucket. The ops function's role may read objects;
 /// links are signed with its credentials and expire after `PRESIGN_SECONDS`.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RawArchive {
-    client: aws_sdk_s3::Client,
-    store: S3ArtifactStore,
+    store: Arc<dyn RawObjects>,
+}
+
+impl std::fmt::Debug for RawArchive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawArchive")
+            .field("bucket", &self.store.bucket())
+            .finish()
+    }
 }
 
 /// The parts of an archived object's metadata a new delivery envelope needs.
@@ -24,12 +32,8 @@ pub struct ArchivedObject {
 }
 
 impl RawArchive {
-    pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
-        let bucket = bucket.into();
-        Self {
-            store: S3ArtifactStore::new(client.clone(), bucket),
-            client,
-        }
+    pub fn new(store: Arc<dyn RawObjects>) -> Self {
+        Self { store }
     }
 
     pub fn bucket(&self) -> &str {
@@ -43,28 +47,7 @@ impl RawArchive {
 
     /// Size, content type, version and `retrieved-at` metadata of an object; `None` if absent.
     pub async fn head(&self, key: &str) -> Result<Option<ArchivedObject>, ArtifactError> {
-        match self
-            .client
-            .head_object()
-            .bucket(self.bucket())
-            .key(key)
-            .send()
-            .await
-        {
-            Ok(out) => Ok(Some(ArchivedObject {
-                size: out.content_length().unwrap_or(0).max(0) as u64,
-                content_type: out.content_type().map(str::to_owned),
-                version_id: out.version_id().map(str::to_owned),
-                retrieved_at: out
-                    .metadata()
-                    .and_then(|m| m.get("retrieved-at"))
-                    .and_then(|t| Timestamp::parse(t).ok()),
-            })),
-            Err(e) if e.raw_response().map(|r| r.status().as_u16()) == Some(404) => Ok(None),
-            Err(e) => Err(ArtifactError::Unavailable(
-                anyhow::Error::new(e).context("head raw artifact"),
-            )),
-        }
+        self.store.head(key).await
     }
 
     /// A presigned `GET` for `key`, valid for `PRESIGN_SECONDS`, that downloads as an
@@ -77,21 +60,15 @@ impl RawArchive {
         key: &str,
         content_type: Option<&str>,
     ) -> Result<String, anyhow::Error> {
-        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(Duration::from_secs(
-            PRESIGN_SECONDS,
-        ))?;
         let name = key.rsplit('/').next().unwrap_or("artifact");
-        let request = self
-            .client
-            .get_object()
-            .bucket(self.bucket())
-            .key(key)
-            .response_content_disposition(format!("attachment; filename=\"{name}\""))
-            .response_content_type(download_content_type(content_type))
-            .response_cache_control("no-store")
-            .presigned(config)
-            .await?;
-        Ok(request.uri().to_owned())
+        self.store
+            .presign_download(
+                key,
+                name,
+                download_content_type(content_type),
+                Duration::from_secs(PRESIGN_SECONDS),
+            )
+            .await
     }
 }
 

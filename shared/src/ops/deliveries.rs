@@ -1,12 +1,11 @@
 //! Deliveries, runs (and starting a pull run) and links to raw artifacts.
 
-use super::{to_json, OpsError, OpsResult, OpsService, PRESIGN_SECONDS};
+use super::bodies::{ArtifactLink, ArtifactOf, ArtifactRef, DeliveryStatus, PullStarted, RunBody};
+use super::{reply, OpsError, OpsResult, OpsService};
 use crate::domain::ids::{ObservationId, RunId};
 use crate::domain::model::RunStatus;
 use crate::intake::poller::{ExportRun, PullError};
-use crate::protocols::projection::EvidenceReads;
 use crate::protocols::query::Principal;
-use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use tracing::warn;
 
@@ -20,31 +19,30 @@ impl OpsService {
         let record = self.evidence.replay_record(key).await?;
         let quarantine = self.quarantine_of_key(&principal.tenant, key).await?;
         let body = match record {
-            Some(record) if record.tenant == principal.tenant => {
-                let mut body = to_json(&record);
-                body["artifact"] = json!({
-                    "key": record.artifact_key,
-                    "sha256": record.payload_sha256,
-                });
-                body["quarantine"] = Value::Array(quarantine);
-                body
-            }
+            Some(record) if record.tenant == principal.tenant => DeliveryStatus::Stored {
+                artifact: ArtifactRef {
+                    key: record.artifact_key.clone(),
+                    sha256: record.payload_sha256.clone(),
+                },
+                record: Box::new(record),
+                quarantine,
+            },
             Some(_) => return Err(not_found()),
             // The record expired and TTL deleted it, yet entries under the key remain.
-            None if !quarantine.is_empty() => json!({
-                "delivery_key": key,
-                "state": null,
-                "note": "no replay record under this key (never stored, or deleted after its dedup horizon)",
-                "quarantine": quarantine,
-            }),
+            None if !quarantine.is_empty() => DeliveryStatus::Unrecorded {
+                delivery_key: key.to_owned(),
+                state: None,
+                note: "no replay record under this key (never stored, or deleted after its dedup horizon)",
+                quarantine,
+            },
             None => return Err(not_found()),
         };
-        Ok((200, body))
+        reply(200, &body)
     }
 
     /// A presigned link to `key`, after checking the object is there: a missing artifact
     /// answers 404 now rather than a link that fails when clicked.
-    pub(super) async fn artifact_link(&self, key: &str, sha256: &str, of: Value) -> OpsResult {
+    pub(super) async fn artifact_link(&self, key: &str, sha256: &str, of: ArtifactOf) -> OpsResult {
         let object = self
             .archive
             .head(key)
@@ -58,17 +56,7 @@ impl OpsService {
             .presign(key, object.content_type.as_deref())
             .await
             .map_err(OpsError::archive)?;
-        Ok((
-            200,
-            json!({
-                "artifact_key": key,
-                "sha256": sha256,
-                "url": url,
-                "method": "GET",
-                "expires_in_seconds": PRESIGN_SECONDS,
-                "of": of,
-            }),
-        ))
+        reply(200, &ArtifactLink::new(key, sha256, url, of))
     }
 
     pub(super) async fn delivery_artifact(&self, principal: &Principal, key: &str) -> OpsResult {
@@ -85,7 +73,10 @@ impl OpsService {
         self.artifact_link(
             &record.artifact_key,
             &record.payload_sha256,
-            json!({"delivery_key": key}),
+            ArtifactOf {
+                delivery_key: Some(key.to_owned()),
+                ..ArtifactOf::default()
+            },
         )
         .await
     }
@@ -95,14 +86,18 @@ impl OpsService {
         let id = ObservationId::parse(id).map_err(|_| not_found())?;
         let observation = self
             .evidence
-            .observation(id.as_str())
+            .observation_record(id.as_str())
             .await?
             .filter(|o| o.tenant == principal.tenant)
             .ok_or_else(not_found)?;
         self.artifact_link(
             &observation.artifact_key,
             &observation.artifact_sha256,
-            json!({"observation_id": id, "delivery_key": observation.delivery_key}),
+            ArtifactOf {
+                observation_id: Some(id),
+                delivery_key: Some(observation.delivery_key.clone()),
+                ..ArtifactOf::default()
+            },
         )
         .await
     }
@@ -112,7 +107,10 @@ impl OpsService {
         self.artifact_link(
             &entry.evidence_key,
             &entry.evidence_sha256,
-            json!({"quarantine_id": id}),
+            ArtifactOf {
+                quarantine_id: Some(id.to_owned()),
+                ..ArtifactOf::default()
+            },
         )
         .await
     }
@@ -133,25 +131,25 @@ impl OpsService {
     pub(super) async fn run(&self, principal: &Principal, run_id: &str) -> OpsResult {
         let not_found = || OpsError::NotFound(format!("run {run_id} not found"));
         let id = RunId::parse(run_id).map_err(|_| not_found())?;
-        let run = EvidenceReads::run(self.evidence.as_ref(), id.as_str())
+        let run = self
+            .evidence
+            .run(id.as_str())
             .await?
             .filter(|r| r.tenant == principal.tenant)
             .ok_or_else(not_found)?;
         let pages = self.evidence.run_pages(id.as_str()).await?;
-        let mut body = to_json(&run);
-        body["pages_requested"] = json!(match (run.status, run.page_count) {
-            (Some(_), Some(count)) => (1..=count).collect::<Vec<u32>>(),
-            _ => Vec::new(),
-        });
-        body["pages_committed"] = json!(pages.committed());
-        body["pages_missing"] = json!(pages.missing(run.page_count));
-        body["all_pages_committed"] = json!(pages.all_committed(run.page_count));
-        body["delivery_keys"] = json!(pages
-            .pages
-            .iter()
-            .map(|p| p.delivery_key.as_str())
-            .collect::<Vec<_>>());
-        Ok((200, body))
+        let body = RunBody {
+            pages_requested: match (run.status, run.page_count) {
+                (Some(_), Some(count)) => (1..=count).collect(),
+                _ => Vec::new(),
+            },
+            pages_committed: pages.committed().into_iter().collect(),
+            pages_missing: pages.missing(run.page_count),
+            all_pages_committed: pages.all_committed(run.page_count),
+            delivery_keys: pages.pages.iter().map(|p| p.delivery_key.clone()).collect(),
+            run,
+        };
+        reply(200, &body)
     }
 
     /// `POST /v1/connectors/{id}/runs`: ingestion authority, operators only.
@@ -169,14 +167,14 @@ impl OpsService {
         match located {
             Ok(export) => {
                 // What the pull will find, read before it is launched and can change it.
-                let body = self.run_start_answer(&export).await?;
+                let body = self.run_start_answer(export).await?;
                 pull.launcher.launch(&config.connector).await.map_err(|e| {
                     OpsError::Unavailable {
                         public: "the pull run could not be started; retry",
                         internal: format!("launching the pull of {}: {e:#}", config.connector),
                     }
                 })?;
-                Ok((202, body))
+                reply(202, &body)
             }
             Err(PullError::UnknownConnector(id)) => {
                 Err(OpsError::UnknownConnector(format!("no connector {id:?}")))
@@ -207,8 +205,9 @@ impl OpsService {
     /// committed (`pages_to_compare`) are compared there with what was stored, asynchronously,
     /// and a changed one becomes a `replay_payload_mismatch` quarantine entry under its
     /// delivery key; the others (`pages_to_commit`) are stored.
-    async fn run_start_answer(&self, export: &ExportRun) -> Result<Value, OpsError> {
-        let run_id = export.run_id.as_str();
+    async fn run_start_answer(&self, export: ExportRun) -> Result<PullStarted, OpsError> {
+        let run_id = export.run_id.as_str().to_owned();
+        let run_id = run_id.as_str();
         let existing = self.evidence.run(run_id).await?;
         let committed = match &existing {
             Some(_) => self.evidence.run_pages(run_id).await?.committed(),
@@ -225,12 +224,13 @@ impl OpsService {
         let to_commit = usize::try_from(export.page_count)
             .unwrap_or(usize::MAX)
             .saturating_sub(to_compare);
-        let mut body = to_json(export);
-        body["status"] = json!(status);
-        body["run_status"] = json!(run_status);
-        body["pages_to_compare"] = json!(to_compare);
-        body["pages_to_commit"] = json!(to_commit);
-        body["run"] = json!(format!("/v1/runs/{run_id}"));
-        Ok(body)
+        Ok(PullStarted {
+            run: format!("/v1/runs/{run_id}"),
+            export,
+            status,
+            run_status,
+            pages_to_compare: to_compare,
+            pages_to_commit: to_commit,
+        })
     }
 }

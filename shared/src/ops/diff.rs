@@ -1,6 +1,7 @@
 //! Payload diffs: what differs between the payload a mismatch was judged against and the
 //! quarantined one, as JSON pointers for JSON payloads and as a byte and line summary otherwise.
 
+use super::bodies::{ByteSummary, JsonPayloadDiff, LineDifference, LineSummary, PayloadDiff};
 use super::MAX_DIFF_ENTRIES;
 use crate::domain::canonical_json::{parse_document, JsonValue};
 use serde::Serialize;
@@ -15,7 +16,7 @@ pub struct JsonDifference {
     /// `changed`, `added` (only in the received payload) or `removed` (only in the stored one).
     pub change: &'static str,
     /// The values as `shown_value` renders them: JSON, except that a number a reader could
-    /// round is `{"$number": "<literal>"}`.
+    /// round is `{"$number": "<literal>"}`. Free-form: whatever the supplier's payload held.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stored: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -115,6 +116,7 @@ pub fn shown_value(value: &JsonValue) -> Value {
         JsonValue::Null => Value::Null,
         JsonValue::Bool(b) => Value::Bool(*b),
         JsonValue::Number(literal) => {
+            // A payload value is free-form: the one shape added here is `{"$number": ...}`.
             exact_integer(literal).unwrap_or_else(|| json!({ "$number": literal }))
         }
         JsonValue::String(text) => Value::String(text.clone()),
@@ -156,74 +158,77 @@ fn excerpt(bytes: &[u8], at: usize) -> String {
 
 /// What differs between two payloads that are not both JSON: sizes, the first differing byte
 /// with some context and, for text, the differing lines (at most `MAX_DIFF_ENTRIES`).
-pub fn byte_summary(stored: &[u8], received: &[u8]) -> Value {
+pub fn byte_summary(stored: &[u8], received: &[u8]) -> ByteSummary {
     let common = stored
         .iter()
         .zip(received)
         .take_while(|(a, b)| a == b)
         .count();
     let identical = stored == received;
-    let mut summary = json!({
-        "format": "bytes",
-        "stored_bytes": stored.len(),
-        "received_bytes": received.len(),
-        "identical": identical,
-        "common_prefix_bytes": common,
-        "first_difference_offset": if identical { Value::Null } else { json!(common) },
-    });
-    if !identical {
-        summary["stored_excerpt"] = json!(excerpt(stored, common));
-        summary["received_excerpt"] = json!(excerpt(received, common));
+    let lines = match (std::str::from_utf8(stored), std::str::from_utf8(received)) {
+        (Ok(a), Ok(b)) => Some(line_summary(a, b)),
+        _ => None,
+    };
+    ByteSummary {
+        format: if lines.is_some() { "text" } else { "bytes" },
+        stored_bytes: stored.len(),
+        received_bytes: received.len(),
+        identical,
+        common_prefix_bytes: common,
+        first_difference_offset: (!identical).then_some(common),
+        stored_excerpt: (!identical).then(|| excerpt(stored, common)),
+        received_excerpt: (!identical).then(|| excerpt(received, common)),
+        lines,
     }
-    if let (Ok(a), Ok(b)) = (std::str::from_utf8(stored), std::str::from_utf8(received)) {
-        let a: Vec<&str> = a.lines().collect();
-        let b: Vec<&str> = b.lines().collect();
-        let clip = |line: &str| line.chars().take(500).collect::<String>();
-        let mut lines = Vec::new();
-        let mut total = 0;
-        for i in 0..a.len().max(b.len()) {
-            let (x, y) = (a.get(i), b.get(i));
-            if x == y {
-                continue;
-            }
-            total += 1;
-            if lines.len() < MAX_DIFF_ENTRIES {
-                lines.push(json!({
-                    "line": i + 1,
-                    "stored": x.map(|l| clip(l)),
-                    "received": y.map(|l| clip(l)),
-                }));
-            }
+}
+
+/// The lines that differ between two texts, line by line (at most `MAX_DIFF_ENTRIES` listed).
+fn line_summary(stored: &str, received: &str) -> LineSummary {
+    let a: Vec<&str> = stored.lines().collect();
+    let b: Vec<&str> = received.lines().collect();
+    let clip = |line: &str| line.chars().take(500).collect::<String>();
+    let mut lines = Vec::new();
+    let mut total = 0;
+    for i in 0..a.len().max(b.len()) {
+        let (x, y) = (a.get(i), b.get(i));
+        if x == y {
+            continue;
         }
-        summary["format"] = json!("text");
-        summary["line_differences"] = json!(lines);
-        summary["line_difference_count"] = json!(total);
-        summary["truncated"] = json!(total > lines.len());
+        total += 1;
+        if lines.len() < MAX_DIFF_ENTRIES {
+            lines.push(LineDifference {
+                line: i + 1,
+                stored: x.map(|l| clip(l)),
+                received: y.map(|l| clip(l)),
+            });
+        }
     }
-    summary
+    LineSummary {
+        truncated: total > lines.len(),
+        line_differences: lines,
+        line_difference_count: total,
+    }
 }
 
 /// A diff of the stored payload against the received one: field-level when both are JSON,
 /// a byte (and line) summary otherwise.
-pub fn payload_diff(stored: &[u8], received: &[u8]) -> Value {
+pub fn payload_diff(stored: &[u8], received: &[u8]) -> PayloadDiff {
     // The project's strict parser keeps number literals; serde_json would read them as f64.
     match (parse_document(stored), parse_document(received)) {
         (Ok(a), Ok(b)) => {
             let diff = json_diff(&a, &b, MAX_DIFF_ENTRIES);
-            let mut out = json!({
-                "format": "json",
-                "differences": diff.differences,
-                "difference_count": diff.total,
-                "truncated": diff.truncated,
-            });
-            if diff.total == 0 && stored != received {
-                out["note"] = json!(
-                    "the documents hold the same values, numbers written alike; they differ in string escaping, whitespace or key order"
-                );
-                out["bytes"] = byte_summary(stored, received);
-            }
-            out
+            let same_values = diff.total == 0 && stored != received;
+            PayloadDiff::Json(JsonPayloadDiff {
+                format: "json",
+                differences: diff.differences,
+                difference_count: diff.total,
+                truncated: diff.truncated,
+                note: same_values.then_some(
+                    "the documents hold the same values, numbers written alike; they differ in string escaping, whitespace or key order",
+                ),
+                bytes: same_values.then(|| byte_summary(stored, received)),
+            })
         }
-        _ => byte_summary(stored, received),
+        _ => PayloadDiff::Bytes(byte_summary(stored, received)),
     }
 }

@@ -1,7 +1,8 @@
-//! The operators' API (DESIGN.md sections 1 and 7): delivery status, runs, quarantine review and
-//! resolution, identity corrections, source quarantines, pull runs, and short-lived links to the
-//! literal payloads for auditors. Every route needs the `ops:write` scope and is scoped to the
-//! caller's tenant: another tenant's records answer 404, exactly like records that do not exist.
+//! The operators' API (docs/architecture.md sections 1, 9 and 10): delivery status, runs,
+//! quarantine review and resolution, identity corrections, source quarantines, pull runs, and
+//! short-lived links to the literal payloads for auditors. Every route needs the `ops:write` scope
+//! and is scoped to the caller's tenant: another tenant's records answer 404, exactly like records
+//! that do not exist.
 //!
 //! Routes (transport-independent: API Gateway and the local stack both build an `OpsRequest`):
 //!
@@ -36,16 +37,21 @@
 //! its observations and its artifact stay exactly as they were.
 //!
 //! Files: `routes` (the route table above, `handle_ops`), `deliveries` (deliveries, runs, pull
-//! runs and raw-artifact links), `quarantine` (review and resolution), `corrections` (identity
+//! runs and raw-artifact links), `quarantine` (review and resolution), `source_actions` (identity
 //! corrections and source quarantines), `archive` (the raw bucket: reads and presigned links),
 //! `diff` (what differs between a stored payload and a quarantined one), `views` (the console's
-//! connectors and timeline), `console` (the console's page and assets). The API Gateway entry
-//! point is `crate::lambda::apigw::handle_apigw_ops`.
+//! connectors and timeline), `bodies` (every response body, as the types `docs/openapi.yaml`
+//! documents), `ports` (what the routes need from the stores: `OpsStore`, `RawObjects`; the
+//! adapters implement them, and nothing here names an adapter), `console` (the
+//! console's page and assets). The API Gateway entry point is
+//! `crate::lambda::apigw::handle_apigw_ops`.
 
 mod archive;
+pub mod bodies;
 pub mod console;
 mod deliveries;
 mod diff;
+pub mod ports;
 mod quarantine;
 mod routes;
 mod source_actions;
@@ -58,20 +64,19 @@ pub use diff::{byte_summary, json_diff, payload_diff, shown_value, JsonDiff, Jso
 pub use routes::handle_ops;
 pub use views::{ReadModel, MAX_TIMELINE_CLAIMS, MAX_TIMELINE_QUARANTINES};
 
-use crate::aws::dynamo::DynamoEvidenceStore;
 use crate::domain::ids::{ConnectorId, TenantId};
 use crate::domain::model::{QuarantineEntry, QUARANTINE_OPEN};
 use crate::domain::timestamp::Timestamp;
 use crate::intake::poller::{PullLauncher, PullService};
 use crate::intake::DeliveryQueue;
 use crate::protocols::http::HttpResponse;
-use crate::protocols::identity_corrections::{CorrectionError, CorrectionService};
-use crate::protocols::ports::{Clock, ConnectorDirectory, StoreError};
+use crate::protocols::identity_corrections::{CorrectionError, CorrectionService, CorrectionStore};
+use crate::protocols::ports::{Clock, ConnectorDirectory, Reattributor, StoreError};
 use crate::protocols::projection::ProjectionStore;
 use crate::protocols::query::Principal;
 use crate::protocols::source_quarantine::SourceQuarantineError;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tracing::error;
@@ -199,6 +204,8 @@ impl OpsError {
     }
 }
 
+/// A route's status and body: one of the types in `bodies` (or a protocol's own view), as
+/// `reply` renders it.
 type OpsResult = Result<(u16, Value), OpsError>;
 
 /// What `POST /v1/connectors/{id}/runs` needs: the pull service, to read the export's page 1
@@ -211,7 +218,7 @@ pub struct PullStarter {
 }
 
 pub struct OpsService {
-    evidence: Arc<DynamoEvidenceStore>,
+    evidence: Arc<dyn ports::OpsStore>,
     archive: RawArchive,
     queue: Arc<dyn DeliveryQueue>,
     pull: Option<PullStarter>,
@@ -246,10 +253,9 @@ fn to_json<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
-fn entry_json(entry: &QuarantineEntry, resolution: Option<&QuarantineResolution>) -> Value {
-    let mut value = to_json(entry);
-    value["resolution"] = resolution.map(to_json).unwrap_or(Value::Null);
-    value
+/// A successful answer: `status` and `body` (one of the types in `bodies`) as JSON.
+fn reply<T: Serialize>(status: u16, body: &T) -> OpsResult {
+    Ok((status, to_json(body)))
 }
 
 /// An entry with its append-only resolution history. The entry's `resolution` holds the first
@@ -257,32 +263,38 @@ fn entry_json(entry: &QuarantineEntry, resolution: Option<&QuarantineResolution>
 fn entry_with_history(
     entry: &QuarantineEntry,
     resolution: Option<&QuarantineResolution>,
-    history: &[ResolutionEvent],
-) -> Value {
-    let mut value = entry_json(entry, resolution);
+    history: Vec<ResolutionEvent>,
+) -> bodies::EntryDetail {
+    let mut entry = bodies::EntryBody::new(entry, resolution);
     if let (Some(done), Some(r)) = (
         history
             .iter()
             .rev()
             .find(|e| e.action == EVENT_ACCEPTED || e.action == EVENT_REJECTED),
-        value.get_mut("resolution").filter(|r| r.is_object()),
+        entry.resolution.as_mut(),
     ) {
-        r["resolved_at"] = json!(done.at);
+        r.resolved_at = Some(done.at);
     }
-    value["resolutions"] = to_json(&history);
-    value
+    bodies::EntryDetail {
+        entry,
+        resolutions: history,
+        diff: None,
+    }
 }
 
 impl OpsService {
     /// `pull` is `None` where no export source is wired; `POST /v1/connectors/{id}/runs` then
     /// answers 503.
-    pub fn new(
-        evidence: Arc<DynamoEvidenceStore>,
+    pub fn new<S>(
+        evidence: Arc<S>,
         archive: RawArchive,
         queue: Arc<dyn DeliveryQueue>,
         pull: Option<PullStarter>,
         clock: Arc<dyn Clock>,
-    ) -> Self {
+    ) -> Self
+    where
+        S: ports::OpsStore + CorrectionStore + Reattributor + 'static,
+    {
         let corrections = CorrectionService::new(
             evidence.clone(),
             evidence.clone(),
@@ -338,14 +350,14 @@ impl OpsService {
         &self,
         tenant: &TenantId,
         delivery_key: &str,
-    ) -> Result<Vec<Value>, OpsError> {
+    ) -> Result<Vec<bodies::EntryBody>, OpsError> {
         Ok(self
             .evidence
-            .quarantine_list_with_resolution::<QuarantineResolution>(tenant)
+            .quarantine_entries(tenant)
             .await?
             .iter()
             .filter(|(e, _)| e.delivery_key.as_deref() == Some(delivery_key))
-            .map(|(e, r)| entry_json(e, r.as_ref()))
+            .map(|(e, r)| bodies::EntryBody::new(e, r.as_ref()))
             .collect())
     }
 }

@@ -1,10 +1,11 @@
 //! The route table: every ops route, authenticated and scoped before anything else.
 
-use super::{OpsError, OpsRequest, OpsService, OPS_SCOPE};
+use super::{OpsError, OpsRequest, OpsResult, OpsService, OPS_SCOPE};
 use crate::domain::ids::{
     ConnectorId, DeliveryKey, IdentityStrength, SourceAccount, SourceDeliveryId, TenantId,
 };
 use crate::protocols::http::HttpResponse;
+use crate::protocols::query::Principal;
 
 /// `{tenant}/{connector}/{account}/{source delivery id}` (the id may itself contain `/`).
 pub(super) fn parse_delivery_key(text: &str) -> Option<DeliveryKey> {
@@ -32,115 +33,154 @@ pub async fn handle_ops(service: &OpsService, request: OpsRequest) -> HttpRespon
     if let Some(page) = super::console::serve(&request.method, &request.path) {
         return page;
     }
+    let principal = match authorized(&request) {
+        Ok(principal) => principal,
+        Err(refusal) => return refusal,
+    };
+    match route(service, principal, &request).await {
+        Routed::Done(Ok((status, body))) => HttpResponse::json(status, &body),
+        Routed::Done(Err(e)) => e.into_response(),
+        Routed::MethodNotAllowed(allowed) => method_not_allowed(allowed),
+    }
+}
+
+/// The caller's principal if it may call the ops routes: authenticated, with `ops:write`.
+fn authorized(request: &OpsRequest) -> Result<&Principal, HttpResponse> {
     let Some(principal) = request.principal.as_ref() else {
-        return HttpResponse::error(
+        return Err(HttpResponse::error(
             401,
             "unauthorized",
             "an operator's bearer token is required",
-        );
+        ));
     };
     if !principal.scopes.iter().any(|s| s == OPS_SCOPE) {
-        return HttpResponse::error(403, "forbidden", "the ops:write scope is required");
+        return Err(HttpResponse::error(
+            403,
+            "forbidden",
+            "the ops:write scope is required",
+        ));
     }
+    Ok(principal)
+}
+
+/// What routing a request came to: a route's answer, or a known path asked with another method.
+enum Routed {
+    Done(OpsResult),
+    MethodNotAllowed(&'static str),
+}
+
+/// Dispatches by path: the two routes whose last parameter may contain `/` first (a delivery
+/// key, an artifact target), then the fixed-shape routes.
+async fn route(service: &OpsService, principal: &Principal, request: &OpsRequest) -> Routed {
     let path = request.path.trim_matches('/');
     let method = request.method.as_str();
-    let get_only = |method: &str| method == "GET";
-    let result = if let Some(rest) = path.strip_prefix("v1/deliveries/") {
-        if !get_only(method) {
-            return method_not_allowed("GET");
+    if let Some(rest) = path.strip_prefix("v1/deliveries/") {
+        if method != "GET" {
+            return Routed::MethodNotAllowed("GET");
         }
-        match rest.strip_suffix("/artifact") {
-            // A delivery id may itself end in `/artifact`: fall back to the delivery route.
-            Some(key) => match service.delivery_artifact(principal, key).await {
-                Err(OpsError::NotFound(_)) => service.delivery(principal, rest).await,
-                other => other,
-            },
-            None => service.delivery(principal, rest).await,
+        return Routed::Done(delivery_route(service, principal, rest).await);
+    }
+    if let Some(rest) = path.strip_prefix("v1/artifacts/") {
+        if method != "GET" {
+            return Routed::MethodNotAllowed("GET");
         }
-    } else if let Some(rest) = path.strip_prefix("v1/artifacts/") {
-        if !get_only(method) {
-            return method_not_allowed("GET");
+        return Routed::Done(service.artifact(principal, rest).await);
+    }
+    match (method, segments(path).as_slice()) {
+        ("GET", parts) => match get_route(service, principal, request, parts).await {
+            Some(result) => Routed::Done(result),
+            None => wrong_method(parts),
+        },
+        ("POST", parts) => match post_route(service, principal, request, parts).await {
+            Some(result) => Routed::Done(result),
+            None => wrong_method(parts),
+        },
+        (_, parts) => wrong_method(parts),
+    }
+}
+
+/// `GET /v1/deliveries/{key}` and `GET /v1/deliveries/{key}/artifact`.
+async fn delivery_route(service: &OpsService, principal: &Principal, rest: &str) -> OpsResult {
+    match rest.strip_suffix("/artifact") {
+        // A delivery id may itself end in `/artifact`: fall back to the delivery route.
+        Some(key) => match service.delivery_artifact(principal, key).await {
+            Err(OpsError::NotFound(_)) => service.delivery(principal, rest).await,
+            other => other,
+        },
+        None => service.delivery(principal, rest).await,
+    }
+}
+
+/// The `GET` routes of fixed shape; `None` when the path is none of them.
+async fn get_route(
+    service: &OpsService,
+    principal: &Principal,
+    request: &OpsRequest,
+    parts: &[&str],
+) -> Option<OpsResult> {
+    let query = |name: &str| request.query.get(name).map(String::as_str);
+    Some(match parts {
+        ["v1", "runs", run] => service.run(principal, run).await,
+        ["v1", "quarantine"] => service.quarantine_list(principal, query("status")).await,
+        ["v1", "quarantine", id] => service.quarantine_show(principal, id).await,
+        ["v1", "quarantine", id, "artifact"] => service.quarantine_artifact(principal, id).await,
+        ["v1", "identity-corrections", id] => service.correction_show(principal, id).await,
+        ["v1", "source-quarantines", connector] => {
+            service
+                .source_quarantine_show(principal, connector, query("source_account"))
+                .await
         }
-        service.artifact(principal, rest).await
-    } else {
-        match (method, segments(path).as_slice()) {
-            ("GET", ["v1", "runs", run]) => service.run(principal, run).await,
-            ("GET", ["v1", "quarantine"]) => {
-                service
-                    .quarantine_list(principal, request.query.get("status").map(String::as_str))
-                    .await
-            }
-            ("GET", ["v1", "quarantine", id]) => service.quarantine_show(principal, id).await,
-            ("GET", ["v1", "quarantine", id, "artifact"]) => {
-                service.quarantine_artifact(principal, id).await
-            }
-            ("POST", ["v1", "quarantine", id, "resolve"]) => {
-                service.resolve(principal, id, &request.body).await
-            }
-            ("POST", ["v1", "identity-corrections"]) => {
-                service.identity_correction(principal, &request.body).await
-            }
-            ("GET", ["v1", "identity-corrections", id]) => {
-                service.correction_show(principal, id).await
-            }
-            ("POST", ["v1", "identity-corrections", id, "withdraw"]) => {
-                service
-                    .correction_withdraw(principal, id, &request.body)
-                    .await
-            }
-            ("POST", ["v1", "source-quarantines"]) => {
-                service.source_quarantine(principal, &request.body).await
-            }
-            ("POST", ["v1", "source-quarantines", connector, "lift"]) => {
-                service
-                    .source_quarantine_lift(principal, connector, &request.body)
-                    .await
-            }
-            ("GET", ["v1", "source-quarantines", connector]) => {
-                service
-                    .source_quarantine_show(
-                        principal,
-                        connector,
-                        request.query.get("source_account").map(String::as_str),
-                    )
-                    .await
-            }
-            ("GET", ["v1", "connectors"]) => service.connectors(principal).await,
-            ("GET", ["v1", "items", item, "timeline"]) => service.timeline(principal, item).await,
-            ("POST", ["v1", "connectors", connector, "runs"]) => {
-                service.start_run(principal, connector).await
-            }
-            ("GET", ["v1", "observations", id, "artifact"]) => {
-                service.observation_artifact(principal, id).await
-            }
-            (
-                _,
-                ["v1", "runs", _]
-                | ["v1", "quarantine"]
-                | ["v1", "quarantine", _]
-                | ["v1", "quarantine", _, "artifact"]
-                | ["v1", "observations", _, "artifact"]
-                | ["v1", "connectors"]
-                | ["v1", "items", _, "timeline"],
-            ) => return method_not_allowed("GET"),
-            (_, ["v1", "identity-corrections", _] | ["v1", "source-quarantines", _]) => {
-                return method_not_allowed("GET")
-            }
-            (
-                _,
-                ["v1", "quarantine", _, "resolve"]
-                | ["v1", "identity-corrections"]
-                | ["v1", "identity-corrections", _, "withdraw"]
-                | ["v1", "source-quarantines"]
-                | ["v1", "source-quarantines", _, "lift"]
-                | ["v1", "connectors", _, "runs"],
-            ) => return method_not_allowed("POST"),
-            _ => Err(OpsError::NotFound("no such route".into())),
+        ["v1", "connectors"] => service.connectors(principal).await,
+        ["v1", "items", item, "timeline"] => service.timeline(principal, item).await,
+        ["v1", "observations", id, "artifact"] => service.observation_artifact(principal, id).await,
+        _ => return None,
+    })
+}
+
+/// The `POST` routes; `None` when the path is none of them.
+async fn post_route(
+    service: &OpsService,
+    principal: &Principal,
+    request: &OpsRequest,
+    parts: &[&str],
+) -> Option<OpsResult> {
+    let body = request.body.as_slice();
+    Some(match parts {
+        ["v1", "quarantine", id, "resolve"] => service.resolve(principal, id, body).await,
+        ["v1", "identity-corrections"] => service.identity_correction(principal, body).await,
+        ["v1", "identity-corrections", id, "withdraw"] => {
+            service.correction_withdraw(principal, id, body).await
         }
-    };
-    match result {
-        Ok((status, body)) => HttpResponse::json(status, &body),
-        Err(e) => e.into_response(),
+        ["v1", "source-quarantines"] => service.source_quarantine(principal, body).await,
+        ["v1", "source-quarantines", connector, "lift"] => {
+            service
+                .source_quarantine_lift(principal, connector, body)
+                .await
+        }
+        ["v1", "connectors", connector, "runs"] => service.start_run(principal, connector).await,
+        _ => return None,
+    })
+}
+
+/// A known path asked with a method it does not accept (405), or an unknown path (404).
+fn wrong_method(parts: &[&str]) -> Routed {
+    match parts {
+        ["v1", "runs", _]
+        | ["v1", "quarantine"]
+        | ["v1", "quarantine", _]
+        | ["v1", "quarantine", _, "artifact"]
+        | ["v1", "observations", _, "artifact"]
+        | ["v1", "connectors"]
+        | ["v1", "items", _, "timeline"]
+        | ["v1", "identity-corrections", _]
+        | ["v1", "source-quarantines", _] => Routed::MethodNotAllowed("GET"),
+        ["v1", "quarantine", _, "resolve"]
+        | ["v1", "identity-corrections"]
+        | ["v1", "identity-corrections", _, "withdraw"]
+        | ["v1", "source-quarantines"]
+        | ["v1", "source-quarantines", _, "lift"]
+        | ["v1", "connectors", _, "runs"] => Routed::MethodNotAllowed("POST"),
+        _ => Routed::Done(Err(OpsError::NotFound("no such route".into()))),
     }
 }
 

@@ -1,8 +1,8 @@
 //! Identity corrections (record, show, withdraw) and source quarantines (set, show, lift).
 
 use super::{
-    actor_of, correction_error, operation_error, parse_body, reason_of, to_json, OpsError,
-    OpsResult, OpsService,
+    actor_of, correction_error, operation_error, parse_body, reason_of, reply, OpsError, OpsResult,
+    OpsService,
 };
 use crate::domain::item::CanonicalItem;
 use crate::protocols::identity_corrections::{CorrectionError, CorrectionRequest};
@@ -100,7 +100,7 @@ impl OpsService {
             })
             .await
             .map_err(correction_error)?;
-        Ok((if recorded { 201 } else { 200 }, to_json(&view)))
+        reply(if recorded { 201 } else { 200 }, &view)
     }
 
     /// The correction `id` if it belongs to the caller's tenant.
@@ -126,7 +126,7 @@ impl OpsService {
     /// `GET /v1/identity-corrections/{id}`: the record, whether it is in force (or what
     /// replaced it), every observation it re-attributed and every sweep.
     pub(super) async fn correction_show(&self, principal: &Principal, id: &str) -> OpsResult {
-        Ok((200, to_json(&self.tenant_correction(principal, id).await?)))
+        reply(200, &self.tenant_correction(principal, id).await?)
     }
 
     /// `POST /v1/identity-corrections/{id}/withdraw`: a new record; the part's rows belong to
@@ -145,7 +145,7 @@ impl OpsService {
             .withdraw(id, &reason, actor_of(principal))
             .await
             .map_err(correction_error)?;
-        Ok((if recorded { 201 } else { 200 }, to_json(&view)))
+        reply(if recorded { 201 } else { 200 }, &view)
     }
 
     /// `POST /v1/source-quarantines`.
@@ -163,7 +163,7 @@ impl OpsService {
         )
         .await
         .map_err(operation_error)?;
-        Ok((201, to_json(&view)))
+        reply(201, &view)
     }
 
     /// `POST /v1/source-quarantines/{connector}/lift`.
@@ -186,7 +186,7 @@ impl OpsService {
         )
         .await
         .map_err(operation_error)?;
-        Ok((200, to_json(&view)))
+        reply(200, &view)
     }
 
     /// `GET /v1/source-quarantines/{connector}[?source_account=...]`: the state and every set
@@ -202,6 +202,6 @@ impl OpsService {
         let view = source_quarantine_view(self.evidence.as_ref(), &source)
             .await
             .map_err(operation_error)?;
-        Ok((200, to_json(&view)))
+        reply(200, &view)
     }
 }

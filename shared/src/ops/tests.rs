@@ -1,6 +1,12 @@
 use super::routes::parse_delivery_key;
 use super::*;
 use crate::domain::canonical_json::{parse_document, JsonValue};
+use serde_json::json;
+
+/// A payload diff as the quarantine detail shows it.
+fn diff_json(stored: &[u8], received: &[u8]) -> Value {
+    serde_json::to_value(payload_diff(stored, received)).unwrap()
+}
 
 /// A document as the diff parses it (numbers keep their literal text).
 fn doc(value: Value) -> JsonValue {
@@ -112,14 +118,14 @@ fn the_list_is_capped_but_every_difference_is_counted() {
 fn non_json_payloads_get_a_byte_and_line_summary() {
     let stored = b"sku,quantity\nAX-1,6\nAX-2,1\n";
     let received = b"sku,quantity\nAX-1,5\nAX-2,1\n";
-    let summary = payload_diff(stored, received);
+    let summary = diff_json(stored, received);
     assert_eq!(summary["format"], "text");
     assert_eq!(summary["first_difference_offset"], 18);
     assert_eq!(
         summary["line_differences"],
         json!([{"line": 2, "stored": "AX-1,6", "received": "AX-1,5"}])
     );
-    let binary = payload_diff(&[0xff, 0x00, 0x01], &[0xff, 0x00, 0x02, 0x03]);
+    let binary = diff_json(&[0xff, 0x00, 0x01], &[0xff, 0x00, 0x02, 0x03]);
     assert_eq!(binary["format"], "bytes");
     assert_eq!(binary["first_difference_offset"], 2);
     assert_eq!(
@@ -134,7 +140,7 @@ fn non_json_payloads_get_a_byte_and_line_summary() {
 
 #[test]
 fn same_values_written_differently_are_explained() {
-    let diff = payload_diff(br#"{"a": 1.0}"#, br#"{"a":1.0}"#);
+    let diff = diff_json(br#"{"a": 1.0}"#, br#"{"a":1.0}"#);
     assert_eq!(diff["difference_count"], 0);
     assert!(diff["note"].is_string());
     assert_eq!(diff["bytes"]["first_difference_offset"], 5);
@@ -142,7 +148,7 @@ fn same_values_written_differently_are_explained() {
 
 /// The one difference of a JSON payload diff (asserting there is exactly one).
 fn only_difference(stored: &str, received: &str) -> Value {
-    let diff = payload_diff(stored.as_bytes(), received.as_bytes());
+    let diff = diff_json(stored.as_bytes(), received.as_bytes());
     assert_eq!(diff["format"], "json", "{diff}");
     assert_eq!(diff["difference_count"], 1, "{diff}");
     diff["differences"][0].clone()
@@ -201,7 +207,7 @@ fn integers_beyond_what_every_reader_holds_exactly_are_shown_as_literals() {
 fn small_integers_stay_json_numbers_in_the_differences() {
     let stored = serde_json::to_vec(&page(6)).unwrap();
     let received = serde_json::to_vec(&page(5)).unwrap();
-    let diff = payload_diff(&stored, &received);
+    let diff = diff_json(&stored, &received);
     assert_eq!(
         diff["differences"],
         json!([{"path": "/offers/0/quantity", "change": "changed", "stored": 6, "received": 5}])
@@ -227,7 +233,7 @@ fn added_subtrees_keep_their_number_literals() {
 
 #[test]
 fn escaping_whitespace_and_key_order_are_not_differences() {
-    let diff = payload_diff(
+    let diff = diff_json(
         br#"{"a": "A", "b": [1, 2.50]}"#,
         br#"{"b":[1,2.50],"a":"A"}"#,
     );
@@ -255,4 +261,241 @@ fn paths_are_percent_decoded_without_turning_plus_into_space() {
         ),
         "/v1/deliveries/demo/acme-eu/ACC-1/EXP/2+x:"
     );
+}
+
+// The response bodies are types (`bodies`); these pin their JSON to the shapes the routes
+// answered when they were assembled by hand: same keys, `null` where a key was `null`, absent
+// where it was absent.
+
+fn at(text: &str) -> Timestamp {
+    Timestamp::parse(text).unwrap()
+}
+
+fn mismatch_entry() -> QuarantineEntry {
+    QuarantineEntry {
+        quarantine_id: "q_1".into(),
+        kind: crate::domain::model::QuarantineKind::Mismatch,
+        reason_code: "replay_payload_mismatch".into(),
+        message: "changed".into(),
+        tenant: "demo".into(),
+        connector: Some("acme-eu".into()),
+        delivery_key: Some("demo/acme-eu/ACC-1/EXP-1".into()),
+        stored_fingerprint: None,
+        received_fingerprint: None,
+        stored_artifact_key: None,
+        stored_observation_ids: None,
+        evidence_key: "raw/k".into(),
+        evidence_sha256: "ab".into(),
+        first_seen_at: at("2026-11-29T08:00:00Z"),
+        status: STATUS_ACCEPTED.into(),
+    }
+}
+
+/// What `to_json(entry)` plus the `resolution` key answered.
+fn entry_value(resolution: Value) -> Value {
+    let mut value = serde_json::to_value(mismatch_entry()).unwrap();
+    value["resolution"] = resolution;
+    value
+}
+
+#[test]
+fn an_entry_without_a_resolution_says_null() {
+    let body = bodies::EntryBody::new(&mismatch_entry(), None);
+    let value = serde_json::to_value(&body).unwrap();
+    assert_eq!(value, entry_value(Value::Null));
+    assert!(value.get("resolutions").is_none());
+}
+
+#[test]
+fn an_entry_detail_carries_its_history_and_when_the_decision_was_carried_out() {
+    let requested = QuarantineResolution {
+        action: ACTION_ACCEPT.into(),
+        reason: "ok".into(),
+        delivery_id: Some("EXP-1-corrected".into()),
+        new_delivery_key: Some("demo/acme-eu/ACC-1/EXP-1-corrected".into()),
+        requested_at: at("2026-11-29T09:00:00Z"),
+        resolved_at: None,
+    };
+    let event = |action: &str, time: &str| ResolutionEvent {
+        action: action.into(),
+        reason: "ok".into(),
+        delivery_id: None,
+        new_delivery_key: None,
+        actor: None,
+        at: at(time),
+    };
+    let history = vec![
+        event(EVENT_ACCEPT_REQUESTED, "2026-11-29T09:00:00Z"),
+        event(EVENT_ACCEPTED, "2026-11-29T09:00:05Z"),
+    ];
+    let detail = entry_with_history(&mismatch_entry(), Some(&requested), history.clone());
+    let mut expected = entry_value(serde_json::to_value(&requested).unwrap());
+    expected["resolution"]["resolved_at"] = json!("2026-11-29T09:00:05Z");
+    expected["resolutions"] = serde_json::to_value(&history).unwrap();
+    assert_eq!(serde_json::to_value(&detail).unwrap(), expected);
+
+    let unresolved = entry_with_history(&mismatch_entry(), None, Vec::new());
+    let mut expected = entry_value(Value::Null);
+    expected["resolutions"] = json!([]);
+    assert_eq!(serde_json::to_value(&unresolved).unwrap(), expected);
+}
+
+#[test]
+fn a_mismatch_diff_is_the_payload_diff_with_where_both_payloads_are() {
+    let diff = bodies::MismatchDiff::Available {
+        available: true,
+        stored_artifact_key: "raw/a".into(),
+        received_artifact_key: "raw/b".into(),
+        diff: Box::new(payload_diff(b"x\n", b"y\n")),
+    };
+    let mut expected = diff_json(b"x\n", b"y\n");
+    expected["available"] = json!(true);
+    expected["stored_artifact_key"] = json!("raw/a");
+    expected["received_artifact_key"] = json!("raw/b");
+    assert_eq!(serde_json::to_value(&diff).unwrap(), expected);
+    assert_eq!(
+        serde_json::to_value(bodies::MismatchDiff::unavailable("gone")).unwrap(),
+        json!({"available": false, "reason": "gone"})
+    );
+}
+
+#[test]
+fn identical_payloads_have_a_null_offset_and_no_excerpts() {
+    assert_eq!(
+        diff_json(&[0xff], &[0xff]),
+        json!({"format": "bytes", "stored_bytes": 1, "received_bytes": 1, "identical": true,
+               "common_prefix_bytes": 1, "first_difference_offset": null})
+    );
+    assert_eq!(
+        diff_json(b"a\nb", b"a"),
+        json!({"format": "text", "stored_bytes": 3, "received_bytes": 1, "identical": false,
+               "common_prefix_bytes": 1, "first_difference_offset": 1,
+               "stored_excerpt": "a\nb", "received_excerpt": "a",
+               "line_differences": [{"line": 2, "stored": "b", "received": null}],
+               "line_difference_count": 1, "truncated": false})
+    );
+}
+
+#[test]
+fn a_delivery_without_a_record_says_so_with_a_null_state() {
+    let body = bodies::DeliveryStatus::Unrecorded {
+        delivery_key: "demo/acme-eu/ACC-1/EXP-1".into(),
+        state: None,
+        note: "no replay record",
+        quarantine: vec![bodies::EntryBody::new(&mismatch_entry(), None)],
+    };
+    assert_eq!(
+        serde_json::to_value(&body).unwrap(),
+        json!({"delivery_key": "demo/acme-eu/ACC-1/EXP-1", "state": null,
+               "note": "no replay record", "quarantine": [entry_value(Value::Null)]})
+    );
+}
+
+#[test]
+fn an_artifact_link_names_only_what_it_belongs_to() {
+    let of = bodies::ArtifactOf {
+        quarantine_id: Some("q_1".into()),
+        ..bodies::ArtifactOf::default()
+    };
+    let link = bodies::ArtifactLink::new("raw/k", "ab", "https://x".into(), of);
+    assert_eq!(
+        serde_json::to_value(&link).unwrap(),
+        json!({"artifact_key": "raw/k", "sha256": "ab", "url": "https://x", "method": "GET",
+               "expires_in_seconds": PRESIGN_SECONDS, "of": {"quarantine_id": "q_1"}})
+    );
+}
+
+#[test]
+fn a_source_without_claims_has_null_freshness_and_an_unreadable_payload_no_claim() {
+    let freshness = bodies::Freshness {
+        items: 0,
+        newest_observed_at: None,
+        age_seconds: None,
+        last_delivery: None,
+    };
+    assert_eq!(
+        serde_json::to_value(&freshness).unwrap(),
+        json!({"items": 0, "newest_observed_at": null, "age_seconds": null, "last_delivery": null})
+    );
+    let base = bodies::QuarantinedClaim {
+        quarantine_id: "q_1".into(),
+        status: "open".into(),
+        reason_code: "replay_payload_mismatch".into(),
+        delivery_key: None,
+        first_seen_at: "2026-11-29T08:00:00Z".into(),
+        readable: false,
+        reason: Some("gone".into()),
+        row: None,
+    };
+    assert_eq!(
+        serde_json::to_value(&base).unwrap(),
+        json!({"quarantine_id": "q_1", "status": "open", "reason_code": "replay_payload_mismatch",
+               "delivery_key": null, "first_seen_at": "2026-11-29T08:00:00Z",
+               "readable": false, "reason": "gone"})
+    );
+    let readable = bodies::QuarantinedClaim {
+        readable: true,
+        reason: None,
+        row: Some(bodies::QuarantinedRow {
+            source_record: "r1".into(),
+            quantity: 5,
+            price: "820.00".into(),
+            currency: "EUR".into(),
+            observed_at: "2026-11-29T08:00:00Z".into(),
+        }),
+        ..base
+    };
+    assert_eq!(
+        serde_json::to_value(&readable).unwrap(),
+        json!({"quarantine_id": "q_1", "status": "open", "reason_code": "replay_payload_mismatch",
+               "delivery_key": null, "first_seen_at": "2026-11-29T08:00:00Z", "readable": true,
+               "source_record": "r1", "quantity": 5, "price": "820.00", "currency": "EUR",
+               "observed_at": "2026-11-29T08:00:00Z"})
+    );
+}
+
+#[test]
+fn a_new_pull_run_has_a_null_run_status() {
+    let export = crate::intake::poller::ExportRun {
+        run_id: crate::domain::ids::RunId::parse("run_abc").unwrap(),
+        export_id: "EXP-1".into(),
+        page_count: 3,
+    };
+    let mut expected = serde_json::to_value(&export).unwrap();
+    let body = bodies::PullStarted {
+        export,
+        status: "started",
+        run_status: None,
+        pages_to_compare: 0,
+        pages_to_commit: 3,
+        run: "/v1/runs/run_abc".into(),
+    };
+    expected["status"] = json!("started");
+    expected["run_status"] = Value::Null;
+    expected["pages_to_compare"] = json!(0);
+    expected["pages_to_commit"] = json!(3);
+    expected["run"] = json!("/v1/runs/run_abc");
+    assert_eq!(serde_json::to_value(&body).unwrap(), expected);
+}
+
+/// The ops layer reaches the stores through its ports (`ports`), never the adapters.
+#[test]
+fn the_ops_layer_names_no_adapter() {
+    let sources = [
+        ("archive.rs", include_str!("archive.rs")),
+        ("bodies.rs", include_str!("bodies.rs")),
+        ("deliveries.rs", include_str!("deliveries.rs")),
+        ("diff.rs", include_str!("diff.rs")),
+        ("mod.rs", include_str!("mod.rs")),
+        ("ports.rs", include_str!("ports.rs")),
+        ("quarantine.rs", include_str!("quarantine.rs")),
+        ("routes.rs", include_str!("routes.rs")),
+        ("source_actions.rs", include_str!("source_actions.rs")),
+        ("views.rs", include_str!("views.rs")),
+    ];
+    let adapter = ["crate", "::aws"].concat();
+    for (name, text) in sources {
+        assert!(!text.contains(&adapter), "ops/{name} names {adapter}");
+        assert!(!text.contains("aws_sdk_"), "ops/{name} names an AWS SDK");
+    }
 }

@@ -5,14 +5,20 @@
 //! answers them only when it was given one ([`OpsService::with_read_model`]); without it they
 //! answer 503 and say why.
 
-use super::{OpsError, OpsResult, OpsService, QuarantineResolution, MAX_DIFF_BYTES, STATUS_OPEN};
+use super::bodies::{
+    ConnectorList, ConnectorView, Freshness, ItemTimeline, LastDelivery, QuarantinedClaim,
+    QuarantinedRow, SourceQuarantineState, TimelineClaim,
+};
+use super::ports::ResolvedEntry;
+use super::{reply, OpsError, OpsResult, OpsService, MAX_DIFF_BYTES, STATUS_OPEN};
+use crate::domain::connector::ConnectorConfig;
+use crate::domain::ids::ObservationId;
 use crate::domain::model::{QuarantineEntry, QuarantineKind, SourceRef};
 use crate::domain::normalize::normalize;
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::projection::{ProjectionKey, ProjectionStore};
-use crate::protocols::query::{Principal, QueryError, QueryService};
+use crate::protocols::query::{ObservationBody, Principal, QueryError, QueryService};
 use crate::protocols::source_quarantine::source_quarantine_view;
-use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
@@ -56,47 +62,61 @@ impl OpsService {
     pub(super) async fn connectors(&self, principal: &Principal) -> OpsResult {
         let model = self.read_model()?;
         let now = self.clock.now();
-        let quarantine = self
-            .evidence
-            .quarantine_list_with_resolution::<QuarantineResolution>(&principal.tenant)
-            .await?;
+        let quarantine = self.evidence.quarantine_entries(&principal.tenant).await?;
         let configs = self.evidence.connectors_of(&principal.tenant).await?;
-        let views = configs.into_iter().map(|config| {
-            let quarantine = &quarantine;
-            async move {
-                let source = SourceRef {
-                    tenant: config.tenant.clone(),
-                    connector: config.connector.clone(),
-                    source_account: config.source_account.clone(),
-                };
-                let open = quarantine
-                    .iter()
-                    .filter(|(e, _)| {
-                        e.status == STATUS_OPEN
-                            && e.connector.as_deref() == Some(config.connector.as_str())
-                    })
-                    .count();
-                let view = source_quarantine_view(self.evidence.as_ref(), &source)
-                    .await
-                    .map_err(super::operation_error)?;
-                Ok::<_, OpsError>(json!({
-                    "connector": config.connector,
-                    "source_account": config.source_account,
-                    "kind": if config.pull.is_some() { "pull" } else { "push" },
-                    "payload_format": config.payload_format,
-                    "identity_rule": config.identity_rule,
-                    "open_quarantines": open,
-                    "source_quarantine": {"active": view.active, "since": view.since},
-                    "freshness": freshness(model.projection.as_ref(), &source, now).await?,
-                }))
-            }
-        });
+        let views = configs
+            .into_iter()
+            .map(|config| self.connector_view(model, &quarantine, config, now));
         // Each connector's freshness reads its share of the projection; they run side by side.
         let connectors = futures_util::future::try_join_all(views).await?;
-        Ok((
+        reply(
             200,
-            json!({"as_of": now.to_rfc3339(), "connectors": connectors}),
-        ))
+            &ConnectorList {
+                as_of: now.to_rfc3339(),
+                connectors,
+            },
+        )
+    }
+
+    /// One connector of `GET /v1/connectors`.
+    async fn connector_view(
+        &self,
+        model: &ReadModel,
+        quarantine: &[ResolvedEntry],
+        config: ConnectorConfig,
+        now: Timestamp,
+    ) -> Result<ConnectorView, OpsError> {
+        let source = SourceRef {
+            tenant: config.tenant.clone(),
+            connector: config.connector.clone(),
+            source_account: config.source_account.clone(),
+        };
+        let open = quarantine
+            .iter()
+            .filter(|(e, _)| {
+                e.status == STATUS_OPEN && e.connector.as_deref() == Some(config.connector.as_str())
+            })
+            .count();
+        let view = source_quarantine_view(self.evidence.as_ref(), &source)
+            .await
+            .map_err(super::operation_error)?;
+        Ok(ConnectorView {
+            kind: if config.pull.is_some() {
+                "pull"
+            } else {
+                "push"
+            },
+            payload_format: config.payload_format,
+            identity_rule: config.identity_rule,
+            open_quarantines: open,
+            source_quarantine: SourceQuarantineState {
+                active: view.active,
+                since: view.since,
+            },
+            freshness: freshness(model.projection.as_ref(), &source, now).await?,
+            connector: config.connector,
+            source_account: config.source_account,
+        })
     }
 
     /// `GET /v1/items/{item}/timeline`: every claim about the item (newest first), the current
@@ -106,37 +126,16 @@ impl OpsService {
         let model = self.read_model()?;
         let now = self.clock.now();
         let offers = model.query.offers(principal, item, None, now).await?;
-        let item_key = offers["item"].as_str().unwrap_or(item).to_owned();
-        let current: HashSet<String> = offers["offers"]
-            .as_array()
+        let item_key = offers.item;
+        let current: HashSet<ObservationId> = offers
+            .offers
             .into_iter()
-            .flatten()
-            .filter_map(|o| o["observation_id"].as_str().map(str::to_owned))
+            .map(|o| o.observation.observation_id)
             .collect();
-        let mut claims = Vec::new();
-        let mut cursor: Option<String> = None;
-        let truncated = loop {
-            let page = model
-                .query
-                .history(principal, &item_key, cursor.as_deref(), 100)
-                .await?;
-            for mut claim in page["observations"].as_array().cloned().unwrap_or_default() {
-                let id = claim["observation_id"].as_str().unwrap_or_default();
-                claim["current"] = json!(current.contains(id));
-                claim["retrieval_lag_seconds"] = json!(lag(&claim));
-                claims.push(claim);
-            }
-            cursor = page["next_cursor"].as_str().map(str::to_owned);
-            if cursor.is_none() {
-                break false;
-            }
-            if claims.len() >= MAX_TIMELINE_CLAIMS {
-                break true;
-            }
-        };
+        let (claims, truncated) = timeline_claims(model, principal, &item_key, &current).await?;
         let keys: BTreeSet<String> = claims
             .iter()
-            .filter_map(|c| c["delivery_key"].as_str().map(str::to_owned))
+            .map(|c| c.claim.observation.delivery_key.clone())
             .collect();
         let entries: Vec<QuarantineEntry> = self
             .evidence
@@ -152,17 +151,17 @@ impl OpsService {
         for entry in entries.iter().rev().take(MAX_TIMELINE_QUARANTINES) {
             quarantined.extend(self.quarantined_claims(principal, entry, &item_key).await);
         }
-        Ok((
+        reply(
             200,
-            json!({
-                "item": item_key,
-                "as_of": now.to_rfc3339(),
-                "claims": claims,
-                "truncated": truncated,
-                "quarantined": quarantined,
-                "quarantined_entries": entries.len(),
-            }),
-        ))
+            &ItemTimeline {
+                item: item_key,
+                as_of: now.to_rfc3339(),
+                claims,
+                truncated,
+                quarantined,
+                quarantined_entries: entries.len(),
+            },
+        )
     }
 
     /// What a quarantined payload claimed about `item`, read from its own raw artifact with the
@@ -173,34 +172,26 @@ impl OpsService {
         principal: &Principal,
         entry: &QuarantineEntry,
         item: &str,
-    ) -> Vec<Value> {
-        let base = json!({
-            "quarantine_id": entry.quarantine_id,
-            "status": entry.status,
-            "reason_code": entry.reason_code,
-            "delivery_key": entry.delivery_key,
-            "first_seen_at": entry.first_seen_at.to_rfc3339(),
-        });
-        let unreadable = |reason: String| {
-            let mut v = base.clone();
-            v["readable"] = json!(false);
-            v["reason"] = json!(reason);
-            vec![v]
+    ) -> Vec<QuarantinedClaim> {
+        let base = QuarantinedClaim {
+            quarantine_id: entry.quarantine_id.clone(),
+            status: entry.status.clone(),
+            reason_code: entry.reason_code.clone(),
+            delivery_key: entry.delivery_key.clone(),
+            first_seen_at: entry.first_seen_at.to_rfc3339(),
+            readable: false,
+            reason: None,
+            row: None,
         };
-        let config = match entry.connector.as_deref() {
-            Some(c) => match self.tenant_connector(principal, c).await {
-                Ok(config) => config,
-                Err(OpsError::UnknownConnector(_)) => {
-                    return unreadable(format!("connector {c} is no longer configured"))
-                }
-                Err(e) => {
-                    tracing::warn!(error = ?e, connector = c, "connector unreadable for a timeline");
-                    return unreadable(
-                        "the connector's rules could not be read; retry later".into(),
-                    );
-                }
-            },
-            None => return unreadable("the entry names no connector".into()),
+        let unreadable = |reason: String| {
+            vec![QuarantinedClaim {
+                reason: Some(reason),
+                ..base.clone()
+            }]
+        };
+        let config = match self.timeline_connector(principal, entry).await {
+            Ok(config) => config,
+            Err(reason) => return unreadable(reason),
         };
         let body = match self.archive.read(&entry.evidence_key, MAX_DIFF_BYTES).await {
             Ok(body) => body,
@@ -212,24 +203,76 @@ impl OpsService {
         };
         rows.into_iter()
             .filter(|row| row.item.key() == item)
-            .map(|row| {
-                let mut v = base.clone();
-                v["readable"] = json!(true);
-                v["source_record"] = json!(row.source_record);
-                v["quantity"] = json!(row.quantity);
-                v["price"] = json!(row.price.as_str());
-                v["currency"] = json!(row.currency);
-                v["observed_at"] = json!(row.observed_at.to_rfc3339());
-                v
+            .map(|row| QuarantinedClaim {
+                readable: true,
+                row: Some(QuarantinedRow {
+                    source_record: row.source_record,
+                    quantity: row.quantity,
+                    price: row.price.as_str().to_owned(),
+                    currency: row.currency,
+                    observed_at: row.observed_at.to_rfc3339(),
+                }),
+                ..base.clone()
             })
             .collect()
     }
+
+    /// The rules to read a quarantined payload with: its connector's, or why there are none.
+    async fn timeline_connector(
+        &self,
+        principal: &Principal,
+        entry: &QuarantineEntry,
+    ) -> Result<ConnectorConfig, String> {
+        let Some(c) = entry.connector.as_deref() else {
+            return Err("the entry names no connector".into());
+        };
+        match self.tenant_connector(principal, c).await {
+            Ok(config) => Ok(config),
+            Err(OpsError::UnknownConnector(_)) => {
+                Err(format!("connector {c} is no longer configured"))
+            }
+            Err(e) => {
+                tracing::warn!(error = ?e, connector = c, "connector unreadable for a timeline");
+                Err("the connector's rules could not be read; retry later".into())
+            }
+        }
+    }
 }
 
-/// `retrieved_at - observed_at` of a claim, in seconds; `None` when either is missing.
-fn lag(claim: &Value) -> Option<i64> {
-    let at = |field: &str| claim[field].as_str().and_then(|t| Timestamp::parse(t).ok());
-    Some(at("retrieved_at")?.seconds_since(at("observed_at")?))
+/// Every claim about the item, newest first, each marked current or not; at most about
+/// `MAX_TIMELINE_CLAIMS` (the flag says there were more).
+async fn timeline_claims(
+    model: &ReadModel,
+    principal: &Principal,
+    item_key: &str,
+    current: &HashSet<ObservationId>,
+) -> Result<(Vec<TimelineClaim>, bool), OpsError> {
+    let mut claims = Vec::new();
+    let mut cursor: Option<String> = None;
+    let truncated = loop {
+        let page = model
+            .query
+            .history(principal, item_key, cursor.as_deref(), 100)
+            .await?;
+        claims.extend(page.observations.into_iter().map(|claim| TimelineClaim {
+            current: current.contains(&claim.observation.observation_id),
+            retrieval_lag_seconds: Some(lag(&claim.observation)),
+            claim,
+        }));
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break false;
+        }
+        if claims.len() >= MAX_TIMELINE_CLAIMS {
+            break true;
+        }
+    };
+    Ok((claims, truncated))
+}
+
+/// `retrieved_at - observed_at` of a claim, in seconds.
+fn lag(claim: &ObservationBody) -> i64 {
+    claim.retrieved_at.seconds_since(claim.observed_at)
 }
 
 /// The newest current claim of a source across its items: the age a reader would see.
@@ -237,7 +280,7 @@ async fn freshness(
     projection: &dyn ProjectionStore,
     source: &SourceRef,
     now: Timestamp,
-) -> Result<Value, OpsError> {
+) -> Result<Freshness, OpsError> {
     let keys: Vec<ProjectionKey> = projection
         .items_of_source(source)
         .await?
@@ -253,13 +296,13 @@ async fn freshness(
         .filter(|row| !row.observation.future_dated)
         .max_by_key(|row| row.observation.observed_at);
     let last = rows.values().max_by_key(|row| row.observation.retrieved_at);
-    Ok(json!({
-        "items": rows.len(),
-        "newest_observed_at": newest.map(|r| r.observation.observed_at.to_rfc3339()),
-        "age_seconds": newest.map(|r| now.seconds_since(r.observation.observed_at).max(0)),
-        "last_delivery": last.map(|r| json!({
-            "delivery_key": r.observation.delivery_key,
-            "retrieved_at": r.observation.retrieved_at.to_rfc3339(),
-        })),
-    }))
+    Ok(Freshness {
+        items: rows.len(),
+        newest_observed_at: newest.map(|r| r.observation.observed_at.to_rfc3339()),
+        age_seconds: newest.map(|r| now.seconds_since(r.observation.observed_at).max(0)),
+        last_delivery: last.map(|r| LastDelivery {
+            delivery_key: r.observation.delivery_key.clone(),
+            retrieved_at: r.observation.retrieved_at.to_rfc3339(),
+        }),
+    })
 }

@@ -3,7 +3,7 @@
 
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::query::{Principal, QueryError, QueryService, READ_SCOPE};
-use serde_json::{json, Value};
+use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use tracing::error;
@@ -29,9 +29,34 @@ pub struct HttpResponse {
     pub headers: Vec<(&'static str, &'static str)>,
 }
 
+/// `{"error": {"code", "message"}}` (docs/openapi.yaml `Error`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorBody<'a> {
+    pub error: ErrorDetail<'a>,
+}
+
+/// A stable `code` clients branch on, and a `message` for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorDetail<'a> {
+    pub code: &'a str,
+    pub message: &'a str,
+}
+
 impl HttpResponse {
-    pub fn json(status: u16, body: &Value) -> Self {
-        Self::text(status, "application/json", body.to_string())
+    /// `body` as JSON. The API's bodies always serialize (string keys, no non-finite
+    /// floats); were one not to, the caller gets the 500 answer of a defect, and it is logged.
+    pub fn json(status: u16, body: &impl Serialize) -> Self {
+        match serde_json::to_string(body) {
+            Ok(text) => Self::text(status, "application/json", text),
+            Err(e) => {
+                error!(error = %e, "a response body did not serialize");
+                Self::error(
+                    500,
+                    "internal_error",
+                    "the request failed on a defect of ours; the failure is logged",
+                )
+            }
+        }
     }
 
     /// A body of another content type, with no extra headers.
@@ -46,9 +71,14 @@ impl HttpResponse {
 
     /// `{"error": {"code", "message"}}` with a stable code.
     pub fn error(status: u16, code: &str, message: &str) -> Self {
-        Self::json(
+        let body = ErrorBody {
+            error: ErrorDetail { code, message },
+        };
+        // Two strings: serializing cannot fail (and must not recurse into `json`).
+        Self::text(
             status,
-            &json!({"error": {"code": code, "message": message}}),
+            "application/json",
+            serde_json::to_string(&body).unwrap_or_default(),
         )
     }
 }
@@ -107,7 +137,7 @@ pub async fn handle_read(
     if request.method != "GET" {
         return HttpResponse::error(405, "method_not_allowed", "read routes accept GET only");
     }
-    let result = match segments(&request.path).as_slice() {
+    match segments(&request.path).as_slice() {
         ["v1", "items", item, "offers"] => {
             let max_age = match request
                 .query
@@ -124,7 +154,7 @@ pub async fn handle_read(
                     )
                 }
             };
-            service.offers(principal, item, max_age, now).await
+            answer(service.offers(principal, item, max_age, now).await)
         }
         ["v1", "items", item, "observations"] => {
             let limit = match request.query.get("limit").map(|v| v.parse::<i32>()) {
@@ -134,18 +164,16 @@ pub async fn handle_read(
                     return HttpResponse::error(400, "invalid_request", "limit must be 1-100")
                 }
             };
-            service
-                .history(
-                    principal,
-                    item,
-                    request.query.get("cursor").map(String::as_str),
-                    limit,
-                )
-                .await
+            let cursor = request.query.get("cursor").map(String::as_str);
+            answer(service.history(principal, item, cursor, limit).await)
         }
-        ["v1", "observations", id] => service.observation(principal, id).await,
-        _ => return HttpResponse::error(404, "not_found", "no such route"),
-    };
+        ["v1", "observations", id] => answer(service.observation(principal, id).await),
+        _ => HttpResponse::error(404, "not_found", "no such route"),
+    }
+}
+
+/// A read's body (200), or its refusal.
+fn answer(result: Result<impl Serialize, QueryError>) -> HttpResponse {
     match result {
         Ok(body) => HttpResponse::json(200, &body),
         Err(e) => query_error(e),

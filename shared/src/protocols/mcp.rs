@@ -12,7 +12,10 @@
 
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::http::HttpResponse;
-use crate::protocols::query::{Principal, QueryError, QueryService, READ_SCOPE};
+use crate::protocols::query::{
+    HistoryResponse, ObservationBody, ObservationDetail, OffersResponse, Principal, QueryError,
+    QueryService, READ_SCOPE,
+};
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, Implementation, JsonObject,
@@ -23,7 +26,9 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::RoleServer;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The route the endpoint answers on.
@@ -98,21 +103,64 @@ pub async fn handle_mcp(service: &QueryService, request: McpRequest) -> HttpResp
 /// naming `tools/call`); it is answered as the invalid params it is (`-32602`), with a message
 /// saying what they must be.
 fn clarify_tool_call(answer: HttpResponse, body: &[u8]) -> HttpResponse {
-    let Ok(mut reply) = serde_json::from_str::<Value>(&answer.body) else {
+    let Ok(reply) = serde_json::from_str::<ErrorAnswer>(&answer.body) else {
         return answer;
     };
-    if reply["error"]["code"] != json!(-32601)
-        || !serde_json::from_slice::<Value>(body)
-            .is_ok_and(|request| request["method"] == "tools/call")
+    if reply.error.code != METHOD_NOT_FOUND
+        || !serde_json::from_slice::<RequestMethod>(body)
+            .is_ok_and(|request| request.method == "tools/call")
     {
         return answer;
     }
-    reply["error"] = json!({
-        "code": -32602,
-        "message": "tools/call params must be an object with name (a tool's name, a string) \
-            and arguments (an object)",
-    });
-    HttpResponse::json(answer.status, &reply)
+    let clarified = ClarifiedAnswer {
+        envelope: &reply.envelope,
+        error: RpcError {
+            code: INVALID_PARAMS,
+            message: "tools/call params must be an object with name (a tool's name, a string) \
+                and arguments (an object)",
+        },
+    };
+    HttpResponse::json(answer.status, &clarified)
+}
+
+/// JSON-RPC's "method not found" and "invalid params" error codes.
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+
+/// A JSON-RPC error answer as the transport wrote it.
+#[derive(Deserialize)]
+struct ErrorAnswer {
+    error: ErrorCode,
+    /// Free-form on purpose: the envelope's other keys (`jsonrpc`, `id`), passed on as written.
+    #[serde(flatten)]
+    envelope: serde_json::Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct ErrorCode {
+    code: i64,
+}
+
+/// The method a JSON-RPC request names (a JSON object, its other keys unread).
+#[derive(Deserialize)]
+struct RequestMethod {
+    method: String,
+    #[serde(flatten)]
+    _rest: BTreeMap<String, serde::de::IgnoredAny>,
+}
+
+/// The transport's answer with its error replaced.
+#[derive(Serialize)]
+struct ClarifiedAnswer<'a> {
+    #[serde(flatten)]
+    envelope: &'a serde_json::Map<String, Value>,
+    error: RpcError,
+}
+
+#[derive(Serialize)]
+struct RpcError {
+    code: i64,
+    message: &'static str,
 }
 
 /// The transport's answer in the contract's shape: its JSON-RPC answers as they are, its own
@@ -138,6 +186,7 @@ async fn json_answer(response: TransportResponse) -> HttpResponse {
         );
     }
     let body = String::from_utf8_lossy(&body).into_owned();
+    // Only whether the body is JSON at all: any JSON answer is the transport's own, passed on.
     if status >= 400 && serde_json::from_str::<Value>(&body).is_err() {
         // The transport's own refusals (no JSON accepted, not a JSON body, too large, a bad
         // protocol version) come as text: in the contract's error shape, with its message.
@@ -165,12 +214,14 @@ fn is_json_content_type(value: &str) -> bool {
 
 /// Why `body` is not one JSON-RPC 2.0 message the endpoint reads, for the caller.
 fn not_a_message(body: &[u8]) -> String {
+    // Free-form on purpose: a body the transport could not read as a message, told apart by
+    // its outline only.
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
         return "the body is not JSON: send one JSON-RPC 2.0 message".into();
     };
     match &value {
         Value::Array(_) => "JSON-RPC batches are not accepted: send one message per request".into(),
-        Value::Object(m) if m.get("jsonrpc") != Some(&json!("2.0")) => {
+        Value::Object(m) if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") => {
             "the body is not a JSON-RPC 2.0 message: jsonrpc must be \"2.0\"".into()
         }
         Value::Object(_) => "the body is not a JSON-RPC 2.0 request, notification or response: \
@@ -186,6 +237,8 @@ struct OfferTools {
     query: QueryService,
 }
 
+/// A tool's input schema. The schemas are JSON Schema literals (`json!` below), free-form by
+/// nature: the contract agents read, not a body this code parses.
 fn schema(value: Value) -> Arc<JsonObject> {
     match value {
         Value::Object(map) => Arc::new(map),
@@ -194,6 +247,7 @@ fn schema(value: Value) -> Arc<JsonObject> {
 }
 
 fn tools() -> Vec<Tool> {
+    use serde_json::json;
     let read_only = ToolAnnotations::new()
         .read_only(true)
         .destructive(false)
@@ -287,81 +341,135 @@ impl Arguments {
     }
 }
 
-fn text_of(o: &Value) -> String {
-    let s = |k: &str| o[k].as_str().unwrap_or("?").to_owned();
+/// A `tools/call` with its arguments checked: which read it asks for.
+enum ToolCall<'a> {
+    CurrentOffers {
+        item: &'a str,
+        max_age_seconds: Option<i64>,
+    },
+    OfferHistory {
+        item: &'a str,
+        limit: i32,
+    },
+    Observation {
+        observation_id: &'a str,
+    },
+}
+
+impl<'a> ToolCall<'a> {
+    /// The call to tool `name` with `args`, the first invalid argument's message, or an
+    /// unknown tool.
+    fn parse(name: &str, args: &'a Arguments) -> Result<Self, CallError> {
+        let invalid = CallError::Arguments;
+        Ok(match name {
+            "get_current_offers" => Self::CurrentOffers {
+                item: args.string("item").map_err(invalid)?,
+                max_age_seconds: args
+                    .integer("max_age_seconds", 0..=i64::MAX)
+                    .map_err(invalid)?,
+            },
+            "get_offer_history" => {
+                let item = args.string("item").map_err(invalid)?;
+                let limit = args
+                    .integer("limit", 1..=100)
+                    .map_err(invalid)?
+                    .unwrap_or(50);
+                Self::OfferHistory {
+                    item,
+                    limit: i32::try_from(limit).unwrap_or(50),
+                }
+            }
+            "get_observation" => Self::Observation {
+                observation_id: args.string("observation_id").map_err(invalid)?,
+            },
+            other => return Err(CallError::UnknownTool(other.to_owned())),
+        })
+    }
+}
+
+/// A tool's result: the body its REST route returns, as the tool's structured content.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolAnswer {
+    Offers(OffersResponse),
+    History(HistoryResponse),
+    Observation(Box<ObservationDetail>),
+}
+
+fn text_of(o: &ObservationBody) -> String {
     format!(
         "{} via {}: quantity {} {} at {} {}, observed {} (received {}), claim {}, {}",
-        s("item"),
-        s("connector"),
-        o["quantity"],
-        s("quantity_basis"),
-        s("price"),
-        s("currency"),
-        s("observed_at"),
-        s("retrieved_at"),
-        s("claim"),
-        s("verification"),
+        o.item,
+        o.connector.as_str(),
+        o.quantity,
+        o.quantity_basis,
+        o.price,
+        o.currency,
+        o.observed_at.to_rfc3339(),
+        o.retrieved_at.to_rfc3339(),
+        o.claim,
+        o.verification,
     )
 }
 
-/// The text an agent can quote for a tool's structured result.
-fn summary(tool: &str, body: &Value) -> String {
-    let mut lines = Vec::new();
-    match tool {
-        "get_current_offers" => {
-            let offers = body["offers"].as_array().cloned().unwrap_or_default();
-            lines.push(format!(
-                "{} current offer(s) for {} as of {}.",
-                offers.len(),
-                body["item"].as_str().unwrap_or("?"),
-                body["as_of"].as_str().unwrap_or("?")
-            ));
-            for o in &offers {
-                let fresh = &o["freshness"];
-                lines.push(format!(
-                    "- {}; age {} s{}",
-                    text_of(o),
-                    fresh["age_seconds"],
-                    if fresh["stale"] == true {
-                        ", STALE"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-            for gap in body["freshness_gaps"].as_array().into_iter().flatten() {
-                lines.push(format!(
-                    "Freshness gap: {} is {} s old (limit {} s); refresh: {}.",
-                    gap["connector"].as_str().unwrap_or("?"),
-                    gap["age_seconds"],
-                    gap["max_age_seconds"],
-                    gap["refresh"]["action"].as_str().unwrap_or("?")
-                ));
-            }
-        }
-        "get_offer_history" => {
-            let claims = body["observations"].as_array().cloned().unwrap_or_default();
-            lines.push(format!(
-                "{} stored claim(s) for {}, newest first.",
-                claims.len(),
-                body["item"].as_str().unwrap_or("?")
-            ));
-            for o in &claims {
-                lines.push(format!(
-                    "- {}{}",
-                    text_of(o),
-                    if o["superseded"] == true {
-                        " (superseded)"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-        }
-        _ => lines.push(format!("- {}", text_of(body))),
+impl ToolAnswer {
+    /// The text an agent can quote for the structured result.
+    fn summary(&self) -> String {
+        let mut lines = match self {
+            Self::Offers(body) => offers_summary(body),
+            Self::History(body) => history_summary(body),
+            Self::Observation(body) => vec![format!("- {}", text_of(&body.entry.observation))],
+        };
+        lines.push("Supplier-reported and unverified; this read refreshed nothing.".into());
+        lines.join("\n")
     }
-    lines.push("Supplier-reported and unverified; this read refreshed nothing.".into());
-    lines.join("\n")
+}
+
+fn offers_summary(body: &OffersResponse) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{} current offer(s) for {} as of {}.",
+        body.offers.len(),
+        body.item,
+        body.as_of.to_rfc3339()
+    )];
+    for o in &body.offers {
+        lines.push(format!(
+            "- {}; age {} s{}",
+            text_of(&o.observation),
+            o.freshness.age_seconds,
+            if o.freshness.stale { ", STALE" } else { "" }
+        ));
+    }
+    for gap in &body.freshness_gaps {
+        lines.push(format!(
+            "Freshness gap: {} is {} s old (limit {} s); refresh: {}.",
+            gap.connector.as_str(),
+            gap.age_seconds,
+            gap.max_age_seconds,
+            gap.refresh.action()
+        ));
+    }
+    lines
+}
+
+fn history_summary(body: &HistoryResponse) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{} stored claim(s) for {}, newest first.",
+        body.observations.len(),
+        body.item
+    )];
+    for entry in &body.observations {
+        lines.push(format!(
+            "- {}{}",
+            text_of(&entry.observation),
+            if entry.superseded {
+                " (superseded)"
+            } else {
+                ""
+            }
+        ));
+    }
+    lines
 }
 
 impl OfferTools {
@@ -370,34 +478,27 @@ impl OfferTools {
         principal: &Principal,
         name: &str,
         args: &Arguments,
-    ) -> Result<Value, CallError> {
+    ) -> Result<ToolAnswer, CallError> {
         let now = Timestamp::now();
-        let result = match name {
-            "get_current_offers" => {
-                let item = args.string("item").map_err(CallError::Arguments)?;
-                let max_age = args
-                    .integer("max_age_seconds", 0..=i64::MAX)
-                    .map_err(CallError::Arguments)?;
-                self.query.offers(principal, item, max_age, now).await
-            }
-            "get_offer_history" => {
-                let item = args.string("item").map_err(CallError::Arguments)?;
-                let limit = args
-                    .integer("limit", 1..=100)
-                    .map_err(CallError::Arguments)?
-                    .unwrap_or(50);
-                let limit = i32::try_from(limit).unwrap_or(50);
-                self.query.history(principal, item, None, limit).await
-            }
-            "get_observation" => {
-                let id = args
-                    .string("observation_id")
-                    .map_err(CallError::Arguments)?;
-                self.query.observation(principal, id).await
-            }
-            other => return Err(CallError::UnknownTool(other.to_owned())),
+        let query = &self.query;
+        let answer = match ToolCall::parse(name, args)? {
+            ToolCall::CurrentOffers {
+                item,
+                max_age_seconds,
+            } => query
+                .offers(principal, item, max_age_seconds, now)
+                .await
+                .map(ToolAnswer::Offers),
+            ToolCall::OfferHistory { item, limit } => query
+                .history(principal, item, None, limit)
+                .await
+                .map(ToolAnswer::History),
+            ToolCall::Observation { observation_id } => query
+                .observation(principal, observation_id)
+                .await
+                .map(|detail| ToolAnswer::Observation(Box::new(detail))),
         };
-        result.map_err(CallError::Query)
+        answer.map_err(CallError::Query)
     }
 }
 
@@ -445,9 +546,13 @@ impl ServerHandler for OfferTools {
             .ok_or_else(|| ErrorData::internal_error("no principal on the request", None))?;
         let args = Arguments(request.arguments.unwrap_or_default());
         let result = match self.call(&principal, &request.name, &args).await {
-            Ok(body) => {
-                let mut result = CallToolResult::structured(body.clone());
-                result.content = vec![ContentBlock::text(summary(&request.name, &body))];
+            Ok(answer) => {
+                let structured = serde_json::to_value(&answer).map_err(|e| {
+                    tracing::error!(error = %e, tool = %request.name, "an MCP tool's result did not serialize");
+                    ErrorData::internal_error("the result could not be encoded; try again", None)
+                })?;
+                let mut result = CallToolResult::structured(structured);
+                result.content = vec![ContentBlock::text(answer.summary())];
                 result
             }
             Err(CallError::UnknownTool(name)) => {

@@ -8,11 +8,15 @@ use crate::domain::item::CanonicalItem;
 use crate::domain::model::Observation;
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::StoreError;
-use crate::protocols::projection::{Eligibility, EvidenceReads, ProjectionStore, Visibility};
-use serde::Serialize;
-use serde_json::{json, Value};
+use crate::protocols::projection::{Eligibility, EvidenceReads, ProjectionStore};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+mod responses;
+pub use responses::{
+    Attribution, Freshness, FreshnessGap, HistoryEntry, HistoryResponse, ObservationBody,
+    ObservationDetail, Offer, OffersResponse, Provenance, RefreshAction,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
@@ -44,41 +48,6 @@ pub struct QueryService {
     projection: Arc<dyn ProjectionStore>,
 }
 
-/// Every observation in a response carries these fields (DESIGN.md section 7).
-pub fn observation_json(o: &Observation) -> serde_json::Map<String, Value> {
-    let mut m = serde_json::Map::new();
-    m.insert("observation_id".into(), json!(o.observation_id));
-    m.insert("item".into(), json!(o.item));
-    m.insert("connector".into(), json!(o.connector));
-    m.insert("source_account".into(), json!(o.source_account));
-    m.insert("source_record".into(), json!(o.source_record));
-    m.insert("delivery_key".into(), json!(o.delivery_key));
-    m.insert("identity_strength".into(), json!(o.identity_strength));
-    m.insert("quantity".into(), json!(o.quantity));
-    m.insert("quantity_basis".into(), json!(o.quantity_basis));
-    m.insert("price".into(), json!(o.price.as_str()));
-    m.insert("currency".into(), json!(o.currency));
-    m.insert("observed_at".into(), json!(o.observed_at.to_rfc3339()));
-    m.insert("retrieved_at".into(), json!(o.retrieved_at.to_rfc3339()));
-    m.insert("run_id".into(), json!(o.run_id));
-    m.insert("claim".into(), json!(o.claim));
-    m.insert("verification".into(), json!(o.verification));
-    m.insert("dedup_confidence".into(), json!(o.dedup_confidence));
-    m.insert("future_dated".into(), json!(o.future_dated));
-    m
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct FreshnessGap {
-    pub connector: String,
-    pub source_account: String,
-    pub age_seconds: i64,
-    pub max_age_seconds: i64,
-    pub observed_at: String,
-    /// What would refresh this source. The read itself refreshes nothing.
-    pub refresh: Value,
-}
-
 impl QueryService {
     pub fn new(reads: Arc<dyn EvidenceReads>, projection: Arc<dyn ProjectionStore>) -> Self {
         Self { reads, projection }
@@ -97,7 +66,7 @@ impl QueryService {
         item: &str,
         max_age_seconds: Option<i64>,
         now: Timestamp,
-    ) -> Result<Value, QueryError> {
+    ) -> Result<OffersResponse, QueryError> {
         let item = Self::item_key(item)?;
         if max_age_seconds.is_some_and(|m| m < 0) {
             return Err(QueryError::InvalidRequest(
@@ -122,47 +91,47 @@ impl QueryService {
             }
             let age = now.seconds_since(o.observed_at).max(0);
             let stale = max_age_seconds.is_some_and(|m| age > m);
-            let mut m = observation_json(&o);
-            m.insert(
-                "freshness".into(),
-                json!({"age_seconds": age, "stale": stale}),
-            );
-            offers.push(Value::Object(m));
+            offers.push(Offer {
+                observation: ObservationBody::from(&o),
+                freshness: Freshness {
+                    age_seconds: age,
+                    stale,
+                },
+            });
             if let (true, Some(max_age)) = (stale, max_age_seconds) {
                 gaps.push(FreshnessGap {
-                    connector: o.connector.to_string(),
-                    source_account: o.source_account.to_string(),
+                    connector: o.connector.clone(),
+                    source_account: o.source_account.clone(),
                     age_seconds: age,
                     max_age_seconds: max_age,
-                    observed_at: o.observed_at.to_rfc3339(),
+                    observed_at: o.observed_at,
                     refresh: self.refresh_action(&o).await?,
                 });
             }
         }
-        let mut body = json!({"item": item, "as_of": now.to_rfc3339(), "offers": offers});
-        if !gaps.is_empty() {
-            body["freshness_gaps"] = json!(gaps);
-        }
-        Ok(body)
+        Ok(OffersResponse {
+            item,
+            as_of: now,
+            offers,
+            freshness_gaps: gaps,
+        })
     }
 
-    async fn refresh_action(&self, o: &Observation) -> Result<Value, QueryError> {
+    async fn refresh_action(&self, o: &Observation) -> Result<RefreshAction, QueryError> {
         let rule = self
             .reads
             .connector_config(&o.connector)
             .await?
             .map(|c| c.identity_rule);
         Ok(match rule {
-            Some(IdentityRule::ExportPage) => json!({
-                "action": "start_pull_run",
-                "method": "POST",
-                "path": format!("/v1/connectors/{}/runs", o.connector),
-                "requires_scope": "ops:write",
-            }),
-            _ => json!({
-                "action": "await_supplier_push",
-                "detail": format!("connector {} is push-only; ask the supplier to resend or wait for its next event", o.connector),
-            }),
+            Some(IdentityRule::ExportPage) => RefreshAction::StartPullRun {
+                method: "POST".into(),
+                path: format!("/v1/connectors/{}/runs", o.connector),
+                requires_scope: "ops:write".into(),
+            },
+            _ => RefreshAction::AwaitSupplierPush {
+                detail: format!("connector {} is push-only; ask the supplier to resend or wait for its next event", o.connector),
+            },
         })
     }
 
@@ -174,7 +143,7 @@ impl QueryService {
         item: &str,
         cursor: Option<&str>,
         limit: i32,
-    ) -> Result<Value, QueryError> {
+    ) -> Result<HistoryResponse, QueryError> {
         let item = Self::item_key(item)?;
         let limit = limit.clamp(1, 100);
         let page = self
@@ -202,13 +171,21 @@ impl QueryService {
             if !visibility.is_published() {
                 continue;
             }
-            observations.push(Value::Object(history_entry(&o, visibility)));
+            observations.push(HistoryEntry::new(&o, visibility));
         }
-        Ok(json!({"item": item, "observations": observations, "next_cursor": page.next}))
+        Ok(HistoryResponse {
+            item,
+            observations,
+            next_cursor: page.next,
+        })
     }
 
     /// One observation with its provenance (never the payload).
-    pub async fn observation(&self, principal: &Principal, id: &str) -> Result<Value, QueryError> {
+    pub async fn observation(
+        &self,
+        principal: &Principal,
+        id: &str,
+    ) -> Result<ObservationDetail, QueryError> {
         let not_found = || QueryError::NotFound(format!("observation {} not found", quoted(id)));
         let id = ObservationId::parse(id).map_err(|_| not_found())?;
         let o = self
@@ -223,19 +200,7 @@ impl QueryService {
         if !visibility.is_published() {
             return Err(not_found());
         }
-        let mut m = history_entry(&o, visibility);
-        m.insert(
-            "provenance".into(),
-            json!({
-                "delivery_key": o.delivery_key,
-                "run_id": o.run_id,
-                "artifact_key": o.artifact_key,
-                "artifact_sha256": o.artifact_sha256,
-                "epoch": o.epoch,
-                "row_index": o.row_index,
-            }),
-        );
-        Ok(Value::Object(m))
+        Ok(ObservationDetail::new(&o, visibility))
     }
 }
 
@@ -248,25 +213,4 @@ fn quoted(text: &str) -> String {
     } else {
         format!("{shown:?}")
     }
-}
-
-fn history_entry(o: &Observation, visibility: Visibility) -> serde_json::Map<String, Value> {
-    let mut m = observation_json(o);
-    m.insert("superseded".into(), json!(o.superseded_by.is_some()));
-    if let Some(by) = &o.superseded_by {
-        m.insert("superseded_by".into(), json!(by));
-    }
-    if let Some(old) = &o.supersedes {
-        m.insert("supersedes".into(), json!(old));
-    }
-    // Which identity rule attributed this claim to this item, and when.
-    if let Some(correction) = &o.correction_id {
-        m.insert("correction_id".into(), json!(correction));
-        m.insert("attributed_at".into(), json!(o.recorded_at));
-    }
-    if o.normalized_item() != o.item {
-        m.insert("normalized_item".into(), json!(o.normalized_item()));
-    }
-    m.insert("current_eligibility".into(), json!(visibility));
-    m
 }

@@ -13,7 +13,7 @@ use feedsafe::lambda::apigw::handle_apigw_read;
 use feedsafe::lambda::sqs::handle_sqs_batch;
 use feedsafe::lambda::stream::handle_stream_batch;
 use feedsafe::protocols::projection::ProjectionStore;
-use feedsafe::protocols::query::observation_json;
+use feedsafe::protocols::query::ObservationBody;
 use serde_json::{json, Value};
 
 /// ingest-sqs: a poller's envelope for page 2 of export EXP-8821 is stored once, committed.
@@ -108,7 +108,7 @@ pub(super) async fn projector_stream(world: &World, file: &str, event: Value) {
         .await
         .expect("projection readable");
     assert_eq!(rows.len(), 1, "one current offer: {rows:?}");
-    sample_observation(&Value::Object(observation_json(&rows[0].observation)));
+    sample_observation(&serde_json::to_value(ObservationBody::from(&rows[0].observation)).unwrap());
 }
 
 /// query-http: a reader's `GET /v1/items/{item}/offers?max_age_seconds=3600`.

@@ -20,7 +20,7 @@ use feedsafe::protocols::identity_corrections::CorrectionService;
 use feedsafe::protocols::ingest::IngestService;
 use feedsafe::protocols::ports::{Clock, NoFaults, SystemClock};
 use feedsafe::protocols::projection::Projector;
-use feedsafe::protocols::query::{observation_json, QueryService};
+use feedsafe::protocols::query::{ObservationBody, QueryService};
 use local_stack::fake_supplier::{FakeSupplier, FakeSupplierHandle};
 use serde_json::Value;
 use std::sync::Arc;
@@ -116,7 +116,12 @@ impl World {
     pub(super) fn ops(&self) -> OpsService {
         OpsService::new(
             self.store.clone(),
-            RawArchive::new(self.env.clients.s3.clone(), &self.env.bucket),
+            RawArchive::new(std::sync::Arc::new(
+                feedsafe::aws::s3::S3ArtifactStore::new(
+                    self.env.clients.s3.clone(),
+                    &self.env.bucket,
+                ),
+            )),
             self.queue.clone(),
             Some(feedsafe::ops::PullStarter {
                 service: Arc::new(self.pull(Duration::from_secs(5))),
@@ -262,7 +267,7 @@ impl World {
             .observations_of(key)
             .await
             .iter()
-            .map(|o| Value::Object(observation_json(o)))
+            .map(|o| serde_json::to_value(ObservationBody::from(o)).unwrap())
             .collect()
     }
 }

@@ -26,7 +26,7 @@ fn timeless(mut value: Value) -> Value {
     value
 }
 
-/// Issue 10: what the local server answers is what the deployed entry points answer. Every
+/// What the local server answers is what the deployed entry points answer. Every
 /// request that matches a route of the template reaches its function as the API Gateway event
 /// (recorded by the stack); fed again straight to that function's `handle_apigw_*`, each
 /// recorded event gets the answer the HTTP client got. A path no route matches gets API
@@ -170,7 +170,7 @@ async fn the_local_servers_requests_reach_the_functions_as_api_gateway_events() 
     stack.stop().await;
 }
 
-/// Issue 10: a graceful stop closes the intake first, lets the queue drain and the projector
+/// A graceful stop closes the intake first, lets the queue drain and the projector
 /// catch up, saves what waits in the queues (a dead letter here) beside the data, and the next
 /// start sends it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -235,6 +235,7 @@ async fn a_graceful_stop_closes_the_intake_drains_the_queue_and_saves_dead_lette
             )
             .await
             .unwrap();
+        let offers = serde_json::to_value(offers).unwrap();
         assert_eq!(offers["offers"][0]["quantity"], n + 1, "DR-{n}: {offers}");
     }
     let saved = std::fs::read_dir(data.join("queues")).unwrap().count();

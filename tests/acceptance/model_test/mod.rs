@@ -1,12 +1,13 @@
-//! The model-based test (issue 9): random histories of deliveries (fresh, exact and re-serialized
-//! replays, mutations, reordered rows under each rule, the same content under a new id, late
-//! backfills and claims from the future, staged deliveries), crashes at every declared crash
-//! point, concurrent duplicates (2-16 workers, including resumes of a pending staged delivery
-//! racing each other), the dedup horizon passing, identity corrections and withdrawals, source
-//! quarantines set and lifted, quarantine resolutions, stream redelivery and rebuilds. Each
-//! history runs against the real adapters on DynamoDB Local and moto (tables of its own); after
-//! every step what the system shows through its own read paths (offers, history, the delivery's
-//! record, the quarantine list) must equal what the reference model (`tests/model`) says.
+//! The model-based test (docs/crash-points.md, "The rest of the proof"): random histories of
+//! deliveries (fresh, exact and re-serialized replays, mutations, reordered rows under each rule,
+//! the same content under a new id, late backfills and claims from the future, staged deliveries),
+//! crashes at every declared crash point, concurrent duplicates (2-16 workers, including resumes of
+//! a pending staged delivery racing each other), the dedup horizon passing, identity corrections
+//! and withdrawals, source quarantines set and lifted, quarantine resolutions, stream redelivery
+//! and rebuilds. Each history runs against the real adapters on DynamoDB Local and moto (tables of
+//! its own); after every step what the system shows through its own read paths (offers, history,
+//! the delivery's record, the quarantine list) must equal what the reference model (`tests/model`)
+//! says.
 //!
 //! `FEEDSAFE_MODEL_CASES=N` runs N histories in all, spread over the lanes below (16 under a
 //! plain `cargo test`, 300 under `scripts/test`).
@@ -45,7 +46,7 @@ use histories::*;
 
 /// The parts the histories talk about (filler rows of staged deliveries use others). The last
 /// is the longest part number accepted (96 characters), with every mark a part number may carry
-/// (docs/decisions.md, "Supported ranges of stored values").
+/// (docs/adr/0012-supported-ranges-of-stored-values.md).
 const PARTS: [&str; 3] = ["MX-1", "MX-2", "MX.3_+#-9999999999999999999999999999999999999999999999999999999999999999999999999999999999999999"];
 /// The model's minute 0.
 const BASE: &str = "2026-11-29T12:00:00Z";
@@ -364,6 +365,7 @@ impl System {
         let now = Timestamp::now();
         for part in PARTS {
             let offers = self.query.offers(&reader, part, None, now).await.unwrap();
+            let offers = serde_json::to_value(offers).unwrap();
             let shown: BTreeMap<String, String> = offers["offers"]
                 .as_array()
                 .unwrap()
@@ -382,6 +384,7 @@ impl System {
                 .collect();
             assert_eq!(shown, expected, "offers of {part} after {step:?}");
             let history = self.query.history(&reader, part, None, 100).await.unwrap();
+            let history = serde_json::to_value(history).unwrap();
             let shown: Vec<(String, bool)> = history["observations"]
                 .as_array()
                 .unwrap()
@@ -504,7 +507,9 @@ impl StateMachineTest for ModelTest {
             ));
             let ops = OpsService::new(
                 env.store.clone(),
-                RawArchive::new(env.clients.s3.clone(), &env.bucket),
+                RawArchive::new(std::sync::Arc::new(
+                    feedsafe::aws::s3::S3ArtifactStore::new(env.clients.s3.clone(), &env.bucket),
+                )),
                 queue,
                 None,
                 clock.clone(),
