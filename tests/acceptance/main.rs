@@ -18,6 +18,7 @@ mod malformed_reads;
 mod mcp;
 mod mcp_client;
 mod model_test;
+mod openapi_bodies;
 mod ops;
 mod projection;
 mod projection_lag;

@@ -1,14 +1,14 @@
-//! The MCP endpoint for buying agents (issue 13): `POST /v1/mcp` on the query function, through
-//! the deployed entry point (an API Gateway event with the JWT authorizer's claims) and through
-//! the transport-independent handler, on DynamoDB Local and moto. The reference Python client
-//! runs against the local stack in `scripts/check-durability`.
+//! The MCP endpoint for buying agents (docs/adr/0053-mcp-endpoint-on-the-query-function.md): `POST
+//! /v1/mcp` on the query function, through the deployed entry point (an API Gateway event with the
+//! JWT authorizer's claims) and through the transport-independent handler, on DynamoDB Local and
+//! moto. The reference Python client runs against the local stack in `scripts/check-durability`.
 
 use crate::read_path::{projected_scenario, Stored};
 use acceptance::*;
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use feedsafe::domain::timestamp::Timestamp;
-use feedsafe::protocols::http::{handle_read, HttpRequest};
-use feedsafe::protocols::mcp::{handle_mcp, McpRequest};
+use feedsafe::protocols::http::HttpRequest;
+use feedsafe::protocols::mcp::McpRequest;
 use feedsafe::protocols::query::{Principal, QueryService};
 use serde_json::{json, Value};
 

@@ -1,7 +1,8 @@
-//! The MCP endpoint through rmcp's own client (issue 13, item 4): its streamable HTTP transport
-//! (initialize handshake, the initialized notification, tools/list, tools/call) with the HTTP
-//! exchange done in process, each message becoming an API Gateway event for the query
-//! function's entry point, so the client talks to exactly what Lambda runs.
+//! The MCP endpoint through rmcp's own client
+//! (docs/adr/0053-mcp-endpoint-on-the-query-function.md): its streamable HTTP transport (initialize
+//! handshake, the initialized notification, tools/list, tools/call) with the HTTP exchange done in
+//! process, each message becoming an API Gateway event for the query function's entry point, so the
+//! client talks to exactly what Lambda runs.
 
 use crate::mcp::{answer, mcp_event, offer_of, quantities_of};
 use crate::read_path::{projected_scenario, Stored};
@@ -50,7 +51,9 @@ impl StreamableHttpClient for ThroughTheEntryPoint {
             &headers,
             &serde_json::to_value(&message)?,
         );
-        let response = feedsafe::lambda::apigw::handle_apigw_read(&self.service, event).await;
+        let response =
+            feedsafe::lambda::apigw::handle_apigw_read(&self.service, event.clone()).await;
+        check_apigw(&event, &response);
         match response.status_code {
             202 => Ok(StreamableHttpPostResponse::Accepted),
             200 => Ok(StreamableHttpPostResponse::Json(

@@ -5,7 +5,7 @@ use feedsafe::aws::dynamo::Item;
 use feedsafe::aws::projection_table::DynamoProjectionStore;
 use feedsafe::domain::connector::Publication;
 use feedsafe::domain::timestamp::Timestamp;
-use feedsafe::protocols::http::{handle_read, HttpRequest};
+use feedsafe::protocols::http::HttpRequest;
 use feedsafe::protocols::projection::Projector;
 use local_stack::events::StreamRecordImages;
 use local_stack::resources::{create_resources, CreateOptions};

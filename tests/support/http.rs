@@ -53,14 +53,32 @@ pub async fn call(
         }
         .expect("request sent");
         let status = response.status().as_u16();
+        let content_type = header_of(&response, "content-type");
         let text = response.body_mut().read_to_string().unwrap_or_default();
+        let sent = (method == "POST" && !body.is_null()).then(|| body.to_string());
+        crate::openapi::check_exchange(&crate::openapi::Exchange {
+            method,
+            target: &url,
+            request: sent.as_deref().map(|b| ("application/json", b.as_bytes())),
+            status,
+            content_type: content_type.as_deref(),
+            body: &text,
+        });
         (
             status,
             serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
         )
     })
     .await
-    .unwrap()
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+fn header_of<B>(response: &ureq::http::Response<B>, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 /// (status, bytes) of an unauthenticated GET (a presigned link).
@@ -85,7 +103,7 @@ pub async fn get_with_headers(
         }
         let mut response = request.call().expect("request sent");
         let status = response.status().as_u16();
-        let names = response
+        let names: std::collections::BTreeMap<String, String> = response
             .headers()
             .iter()
             .map(|(k, v)| {
@@ -96,10 +114,19 @@ pub async fn get_with_headers(
             })
             .collect();
         let bytes = response.body_mut().read_to_vec().unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        crate::openapi::check_exchange(&crate::openapi::Exchange {
+            method: "GET",
+            target: &url,
+            request: None,
+            status,
+            content_type: names.get("content-type").map(String::as_str),
+            body: &text,
+        });
         (status, names, bytes)
     })
     .await
-    .unwrap()
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
 /// A `GET` of the read routes as `handle_read` takes it: `path`, its query parameters, and the
@@ -118,4 +145,78 @@ pub fn read_request(
             .collect(),
         principal: Some(principal.clone()),
     }
+}
+
+/// `feedsafe::protocols::http::handle_read`, its answer checked against `docs/openapi.yaml`.
+pub async fn handle_read(
+    service: &feedsafe::protocols::query::QueryService,
+    request: feedsafe::protocols::http::HttpRequest,
+    now: feedsafe::domain::timestamp::Timestamp,
+) -> feedsafe::protocols::http::HttpResponse {
+    let method = request.method.clone();
+    let target = request.path.clone();
+    let response = feedsafe::protocols::http::handle_read(service, request, now).await;
+    crate::openapi::check_exchange(&crate::openapi::Exchange {
+        method: &method,
+        target: &target,
+        request: None,
+        status: response.status,
+        content_type: Some(response.content_type),
+        body: &response.body,
+    });
+    response
+}
+
+/// `feedsafe::protocols::mcp::handle_mcp` (`POST /v1/mcp`), its answer checked against
+/// `docs/openapi.yaml`.
+pub async fn handle_mcp(
+    service: &feedsafe::protocols::query::QueryService,
+    request: feedsafe::protocols::mcp::McpRequest,
+) -> feedsafe::protocols::http::HttpResponse {
+    let content_type = request
+        .headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        .map(|(_, value)| value.clone())
+        .unwrap_or_default();
+    let (method, body) = (request.method.clone(), request.body.clone());
+    let response = feedsafe::protocols::mcp::handle_mcp(service, request).await;
+    crate::openapi::check_exchange(&crate::openapi::Exchange {
+        method: &method,
+        target: "/v1/mcp",
+        request: Some((&content_type, &body)),
+        status: response.status,
+        content_type: Some(response.content_type),
+        body: &response.body,
+    });
+    response
+}
+
+/// Checks a Lambda entry point's answer to an API Gateway event against `docs/openapi.yaml`.
+pub fn check_apigw(
+    event: &aws_lambda_events::event::apigw::ApiGatewayV2httpRequest,
+    response: &aws_lambda_events::event::apigw::ApiGatewayV2httpResponse,
+) {
+    use aws_lambda_events::encodings::Body;
+    let body = match &response.body {
+        Some(Body::Text(text)) => text.clone(),
+        Some(Body::Binary(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+        _ => String::new(),
+    };
+    let header = |headers: &aws_lambda_events::http::HeaderMap, name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let sent_type = header(&event.headers, "content-type").unwrap_or_default();
+    let sent = event.body.as_deref().filter(|_| !event.is_base64_encoded);
+    crate::openapi::check_exchange(&crate::openapi::Exchange {
+        method: event.request_context.http.method.as_str(),
+        target: event.raw_path.as_deref().unwrap_or("/"),
+        request: sent.map(|b| (sent_type.as_str(), b.as_bytes())),
+        status: u16::try_from(response.status_code).unwrap_or(0),
+        content_type: header(&response.headers, "content-type").as_deref(),
+        body: &body,
+    });
 }

@@ -9,6 +9,7 @@ pub mod load;
 pub mod metering;
 #[path = "../model/mod.rs"]
 pub mod model;
+pub mod openapi;
 mod projection;
 mod rng;
 pub mod scale;

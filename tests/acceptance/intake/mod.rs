@@ -53,7 +53,20 @@ pub(crate) async fn call(
         }
         .expect("request sent");
         let status = response.status().as_u16();
+        let content_type = response.headers().get("content-type").cloned();
         let text = response.body_mut().read_to_string().unwrap_or_default();
+        let sent_type = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+        openapi::check_exchange(&openapi::Exchange {
+            method,
+            target: &url,
+            request: (method == "POST")
+                .then(|| (sent_type.map_or("", |(_, v)| v.as_str()), &body[..])),
+            status,
+            content_type: content_type.as_ref().and_then(|v| v.to_str().ok()),
+            body: &text,
+        });
         (
             status,
             serde_json::from_str(&text).unwrap_or(Value::String(text)),

@@ -12,8 +12,8 @@ use acceptance::*;
 use feedsafe::domain::hashing::base64_encode;
 use feedsafe::domain::ids::TenantId;
 use feedsafe::domain::timestamp::Timestamp;
-use feedsafe::protocols::http::{handle_read, HttpRequest};
-use feedsafe::protocols::mcp::{handle_mcp, McpRequest};
+use feedsafe::protocols::http::HttpRequest;
+use feedsafe::protocols::mcp::McpRequest;
 use feedsafe::protocols::query::{Principal, QueryService};
 use serde_json::{json, Value};
 
