@@ -13,11 +13,18 @@ use crate::domain::timestamp::Timestamp;
 use crate::intake::{envelope_for, ClaimStore, DeliveryQueue};
 use crate::protocols::http::HttpResponse;
 use crate::protocols::ports::{Clock, ConnectorDirectory};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use tracing::{error, info, warn};
+
+/// The answer to an accepted webhook (`WebhookAccepted` in docs/openapi.yaml).
+#[derive(serde::Serialize)]
+struct WebhookAccepted {
+    delivery_key: String,
+    status: &'static str,
+}
 
 /// Longest `content-type` header carried into the envelope (the envelope's own limit).
 const MAX_CONTENT_TYPE_LEN: usize = 128;
@@ -129,7 +136,10 @@ impl WebhookService {
                 info!(connector = %connector_label, delivery_key = %key, outcome = "accepted", "webhook accepted");
                 HttpResponse::json(
                     202,
-                    &json!({"delivery_key": key.as_string(), "status": "accepted"}),
+                    &WebhookAccepted {
+                        delivery_key: key.as_string(),
+                        status: "accepted",
+                    },
                 )
             }
             Err(refusal) => {
