@@ -6,6 +6,7 @@ pub mod claims;
 pub mod dynamo;
 pub mod evidence_reads;
 mod history_cursor;
+pub mod item_keys;
 pub mod item_size;
 pub mod operator_records;
 pub mod projection_table;
