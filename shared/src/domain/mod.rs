@@ -4,11 +4,13 @@
 pub mod canonical_json;
 pub mod connector;
 pub mod currency;
+pub mod definition;
 pub mod envelope;
 pub mod fingerprint;
 pub mod hashing;
 pub mod ids;
 pub mod item;
+pub mod mapping;
 pub mod model;
 pub mod money;
 pub mod normalize;

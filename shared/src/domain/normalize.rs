@@ -13,6 +13,9 @@ use crate::domain::timestamp::Timestamp;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
+mod mapped;
+pub use mapped::{normalize_mapped, Normalized, RefusedRow};
+
 /// One source claim about one item, before it gets its delivery-scoped identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NormalizedRow {
@@ -115,7 +118,9 @@ fn read_json_page(
         .iter()
         .zip(page.rows)
         .enumerate()
-        .map(|(i, (row, bytes))| normalize_row(i, row, default_observed_at, bytes))
+        .map(|(i, (row, bytes))| {
+            normalize_row(&format!("row {i}"), row, default_observed_at, bytes)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     refuse_ambiguous(&normalized)?;
     if rule.orders_rows_canonically() {
@@ -173,7 +178,12 @@ fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<Normaliz
                 .collect(),
         );
         let canonical = canonical_json::canonical_bytes(&row);
-        normalized.push(normalize_row(index, &row, None, canonical)?);
+        normalized.push(normalize_row(
+            &format!("row {index}"),
+            &row,
+            None,
+            canonical,
+        )?);
     }
     refuse_ambiguous(&normalized)?;
     if rule.orders_rows_canonically() {
@@ -315,13 +325,14 @@ fn cloudevents_rows<'n, 'a>(
     Ok((rows, time))
 }
 
+/// One row object's offer, or why it is refused (the message starts with `place`).
 fn normalize_row(
-    index: usize,
+    place: &str,
     row: &Node<'_>,
     default_observed_at: Option<Timestamp>,
     canonical: Vec<u8>,
 ) -> Result<NormalizedRow, Rejection> {
-    let at = |code: RejectCode, what: String| Rejection::new(code, format!("row {index}: {what}"));
+    let at = |code: RejectCode, what: String| Rejection::new(code, format!("{place}: {what}"));
     if !row.is_object() {
         return Err(at(RejectCode::InvalidRow, "must be an object".into()));
     }

@@ -1,0 +1,152 @@
+use super::*;
+use serde_json::{json, Value};
+
+const SUPPLIERS: [(&str, &str); 3] = [
+    (
+        "lieferant-de",
+        include_str!("../../../../tests/fixtures/suppliers/lieferant-de/definition.json"),
+    ),
+    (
+        "distributor-api",
+        include_str!("../../../../tests/fixtures/suppliers/distributor-api/definition.json"),
+    ),
+    (
+        "snapshot-webhooks",
+        include_str!("../../../../tests/fixtures/suppliers/snapshot-webhooks/definition.json"),
+    ),
+];
+
+fn german_csv() -> Value {
+    serde_json::from_str(SUPPLIERS[0].1).unwrap()
+}
+
+fn pointers(document: &Value) -> Vec<String> {
+    Definition::read(document)
+        .unwrap_err()
+        .into_iter()
+        .map(|p| p.pointer)
+        .collect()
+}
+
+#[test]
+fn the_supplier_definitions_are_read_and_written_back_as_they_mean() {
+    for (name, text) in SUPPLIERS {
+        let document: Value = serde_json::from_str(text).unwrap();
+        let definition =
+            Definition::read(&document).unwrap_or_else(|problems| panic!("{name}: {problems:#?}"));
+        // Written back (defaults filled in) it reads as the same definition.
+        let again = Definition::read(&serde_json::to_value(&definition).unwrap()).unwrap();
+        assert_eq!(again, definition, "{name}");
+    }
+}
+
+#[test]
+fn a_definition_with_five_mistakes_gets_five_pointers() {
+    let mut document = german_csv();
+    document["connector"] = json!("lieferant de");
+    document["horizon_days"] = json!(0);
+    document["fields"]["unit"] = json!({ "map": { "Stk": "each" } });
+    document["fields"]["quantity"]["pattern"] = json!("(\\d+) (\\w+)");
+    document["identity"] = json!({ "kind": "webhook_id" });
+    assert_eq!(
+        pointers(&document),
+        [
+            "/connector",
+            "/fields/quantity/pattern",
+            "/fields/unit",
+            "/horizon_days",
+            "/identity/kind"
+        ]
+    );
+}
+
+/// A change to the German supplier's definition, and the pointer its problem must have.
+type Mistake = (fn(&mut Value), &'static str);
+
+#[test]
+fn every_rule_names_its_place() {
+    let cases: Vec<Mistake> = vec![
+        (
+            |d| d["fields"]["sku"] = json!({"path": "$.sku"}),
+            "/fields/sku/path",
+        ),
+        (
+            |d| d["fields"]["sku"] = json!({"column": "A", "position": 1}),
+            "/fields/sku",
+        ),
+        (
+            |d| d["format"]["header"] = json!(false),
+            "/fields/currency/column",
+        ),
+        (|d| d["format"]["quote"] = json!(";"), "/format/quote"),
+        (
+            |d| d["format"]["delimiter"] = json!("§"),
+            "/format/delimiter",
+        ),
+        (
+            |d| d["canonicalization"] = json!("json-v1"),
+            "/canonicalization",
+        ),
+        (
+            |d| d["values"]["thousands_separator"] = json!(","),
+            "/values/thousands_separator",
+        ),
+        (
+            |d| d["values"]["time_zone"] = json!("Europe/Berlinn"),
+            "/values/time_zone",
+        ),
+        (
+            |d| d["values"]["time_format"] = json!("%d.%m.%Y %"),
+            "/values/time_format",
+        ),
+        (
+            |d| d["publication"] = json!("on_run_complete"),
+            "/publication",
+        ),
+        (|d| d["source_account"] = json!(""), "/source_account"),
+        (
+            |d| d["format"]["encoding"] = json!("utf-16"),
+            "/format/encoding",
+        ),
+        (|d| d["surprise"] = json!(1), ""),
+        (
+            |d| d["identity"] = json!({"kind": "body", "path": "$.id"}),
+            "/identity/kind",
+        ),
+    ];
+    for (mistake, pointer) in cases {
+        let mut document = german_csv();
+        mistake(&mut document);
+        let found = pointers(&document);
+        assert!(
+            found.contains(&pointer.to_owned()),
+            "{pointer}: {found:?} for {document}"
+        );
+    }
+}
+
+#[test]
+fn a_pull_definition_is_checked_for_its_url_paging_and_identity() {
+    let mut document: Value = serde_json::from_str(SUPPLIERS[1].1).unwrap();
+    document["transport"]["url"] = json!("https://user:pw@api.example/v2");
+    document["transport"]["pagination"] = json!({"kind": "next_url", "path": "$.links..next"});
+    let found = pointers(&document);
+    assert_eq!(
+        found,
+        [
+            "/identity/kind",
+            "/transport/pagination/path",
+            "/transport/url"
+        ],
+        "cursor identity without cursor paging, a bad path, credentials in the URL"
+    );
+}
+
+#[test]
+fn the_default_fingerprint_rule_follows_the_format() {
+    let csv = Definition::read(&german_csv()).unwrap();
+    assert_eq!(csv.canonicalization(), CanonicalizationRule::BytesV1);
+    let document: Value = serde_json::from_str(SUPPLIERS[1].1).unwrap();
+    let json = Definition::read(&document).unwrap();
+    assert_eq!(json.canonicalization(), CanonicalizationRule::JsonV1);
+}

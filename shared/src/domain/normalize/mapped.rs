@@ -1,0 +1,141 @@
+//! A body read through a connector definition's mapping: its rows validated by the same row
+//! rules as every format, each refused row kept with its place and reason beside the rows
+//! that pass, and the payload's fingerprint, which covers the whole body whatever was refused.
+
+use super::{normalize_row, refuse_ambiguous, NormalizedRow, MAX_ROWS};
+use crate::domain::canonical_json::canonical_bytes;
+use crate::domain::fingerprint::{CanonicalizationRule, Fingerprint};
+use crate::domain::mapping::{Mapping, PageRead};
+use crate::domain::reject::{RejectCode, Rejection};
+use serde::Serialize;
+
+/// A row the definition's rules refused: where it is in the body, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusedRow {
+    /// `line 7` (CSV, XML), `/data/items/3` (JSON).
+    pub place: String,
+    pub code: RejectCode,
+    pub reason: String,
+}
+
+/// What a body gave under its definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Normalized {
+    /// The rows that passed, in canonical index order for the rule.
+    pub rows: Vec<NormalizedRow>,
+    /// Every refused row, in body order.
+    pub refused: Vec<RefusedRow>,
+    pub fingerprint: Fingerprint,
+    /// The document's own values (export id, snapshot id, page, page count).
+    pub page: PageRead,
+}
+
+impl Normalized {
+    /// The refusal of the whole delivery under `refuse_page`: every refused row named (the
+    /// message is capped; `refused` keeps them all), with their code when they share one.
+    pub fn refusal(&self) -> Option<Rejection> {
+        let first = self.refused.first()?;
+        let code = if self.refused.iter().all(|r| r.code == first.code) {
+            first.code
+        } else {
+            RejectCode::InvalidRow
+        };
+        let listed: Vec<String> = self
+            .refused
+            .iter()
+            .map(|r| format!("{}: {}", r.place, r.reason))
+            .collect();
+        let count = self.refused.len();
+        Some(Rejection::new(
+            code,
+            format!(
+                "{count} row{} refused: {}",
+                if count == 1 { "" } else { "s" },
+                listed.join("; ")
+            ),
+        ))
+    }
+}
+
+/// Reads `body` through `mapping` and fingerprints it under `rule`. A body that cannot be
+/// read at all, or more than `MAX_ROWS` rows, refuses the delivery; a bad row does not.
+pub fn normalize_mapped(
+    mapping: &Mapping,
+    rule: CanonicalizationRule,
+    body: &[u8],
+) -> Result<Normalized, Rejection> {
+    let page = mapping.read(body, MAX_ROWS).map_err(|why| {
+        let code = if why.contains("rows exceed") || why.starts_with("more than") {
+            RejectCode::PayloadTooLarge
+        } else {
+            RejectCode::InvalidPayload
+        };
+        Rejection::new(code, why)
+    })?;
+    let fingerprint = fingerprint(mapping, rule, body)?;
+    let (mut rows, refused) = validate_rows(&page);
+    refuse_ambiguous(&rows)?;
+    if rule.orders_rows_canonically() {
+        rows.sort_by(|a, b| a.canonical.cmp(&b.canonical));
+    }
+    Ok(Normalized {
+        rows,
+        refused,
+        fingerprint,
+        page: PageRead {
+            rows: Vec::new(),
+            ..page
+        },
+    })
+}
+
+/// Each read row through the row rules: the offers, and every refusal with its place.
+fn validate_rows(page: &PageRead) -> (Vec<NormalizedRow>, Vec<RefusedRow>) {
+    let mut rows = Vec::new();
+    let mut refused = Vec::new();
+    for read in &page.rows {
+        let checked = match &read.row {
+            Ok(node) => {
+                let canonical = match read.source.is_empty() {
+                    true => canonical_bytes(node),
+                    false => read.source.clone(),
+                };
+                normalize_row(&read.place, node, page.default_observed_at, canonical)
+            }
+            Err(why) => Err(Rejection::new(
+                RejectCode::InvalidRow,
+                format!("{}: {why}", read.place),
+            )),
+        };
+        match checked {
+            Ok(row) => rows.push(row),
+            Err(rejection) => refused.push(RefusedRow {
+                place: read.place.clone(),
+                code: rejection.code,
+                reason: rejection
+                    .message
+                    .strip_prefix(&format!("{}: ", read.place))
+                    .unwrap_or(&rejection.message)
+                    .to_owned(),
+            }),
+        }
+    }
+    (rows, refused)
+}
+
+/// The payload's fingerprint: the bytes for `bytes-v1`, the canonical JSON (rows ordered at
+/// the rows path for the unordered rule) otherwise.
+fn fingerprint(
+    mapping: &Mapping,
+    rule: CanonicalizationRule,
+    body: &[u8],
+) -> Result<Fingerprint, Rejection> {
+    let names = mapping.json_rows_names().unwrap_or_default();
+    let rows_path: Vec<&str> = names.iter().map(String::as_str).collect();
+    Fingerprint::compute(rule, body, &rows_path).map_err(|e| {
+        Rejection::new(
+            RejectCode::InvalidPayload,
+            format!("body cannot be canonicalized: {e}"),
+        )
+    })
+}
