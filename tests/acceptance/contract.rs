@@ -62,6 +62,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
         "/v1/identity-corrections/{id}/withdraw",
         Access::Ops,
     ),
+    ("POST", "/v1/connector-previews", Access::Ops),
     ("POST", "/v1/source-quarantines", Access::Ops),
     ("GET", "/v1/source-quarantines/{connector}", Access::Ops),
     (

@@ -25,6 +25,8 @@ commands:
   correction show ID                  the record, what it re-attributed, whether in force
   correction withdraw ID --reason REASON
                                       the part's rows belong to the part again
+  connector preview DEFINITION SAMPLE what the SAMPLE file would give under the DEFINITION
+                                      file: rows, refused rows, identity; stores nothing
   dlq redrive [--dlq URL --queue URL] move every ingest DLQ message back to the ingest queue
   help
 
@@ -56,6 +58,10 @@ pub enum Command {
     },
     DeliveryShow {
         key: String,
+    },
+    ConnectorPreview {
+        definition: String,
+        sample: String,
     },
     DeliveryArtifact {
         key: String,
@@ -309,6 +315,10 @@ fn command_for(words: &[&str], flags: &mut Flags) -> Result<Command, UsageError>
         ["delivery", "artifact", key] => Command::DeliveryArtifact { key: owned(key) },
         ["run", "show", run_id] => Command::RunShow {
             run_id: owned(run_id),
+        },
+        ["connector", "preview", definition, sample] => Command::ConnectorPreview {
+            definition: owned(definition),
+            sample: owned(sample),
         },
         ["run", "start", connector] => Command::RunStart {
             connector: owned(connector),

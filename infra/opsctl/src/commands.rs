@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::io::Write;
 
 /// With `--json` the answer as the API gave it, else `human`'s text.
-fn answer(
+pub(crate) fn answer(
     api: &Api,
     out: &mut dyn Write,
     value: &Value,

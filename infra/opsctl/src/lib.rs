@@ -38,6 +38,7 @@ use std::time::Duration;
 
 mod cli;
 mod commands;
+mod connectors;
 mod output;
 mod redrive;
 mod settings;
@@ -120,14 +121,33 @@ impl<'a> Api<'a> {
                     .as_str()
                     .unwrap_or("unknown")
                     .to_owned(),
-                message: value["error"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
+                message: error_message(&value),
             });
         }
         Ok(value)
     }
+}
+
+/// An error answer's message, and each problem it lists (a refused connector definition's,
+/// with their JSON pointers) on a line of its own.
+fn error_message(value: &Value) -> String {
+    let mut message = value["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    for problem in value["problems"].as_array().into_iter().flatten() {
+        let pointer = problem["pointer"].as_str().unwrap_or_default();
+        let pointer = if pointer.is_empty() {
+            "(document)"
+        } else {
+            pointer
+        };
+        message.push_str(&format!(
+            "\n  {pointer}: {}",
+            problem["message"].as_str().unwrap_or_default()
+        ));
+    }
+    message
 }
 
 /// Runs one command against the API (or SQS for `dlq redrive`), writing to `out`.
@@ -148,6 +168,9 @@ pub fn run(command: &Command, settings: &Settings, out: &mut dyn Write) -> Resul
         Command::DeliveryArtifact { key } => commands::delivery_artifact(&api, key, out),
         Command::RunShow { run_id } => commands::run_show(&api, run_id, out),
         Command::RunStart { connector } => commands::run_start(&api, connector, out),
+        Command::ConnectorPreview { definition, sample } => {
+            connectors::connector_preview(&api, definition, sample, out)
+        }
         Command::SourceQuarantine {
             action,
             connector,

@@ -513,3 +513,90 @@ fn quarantine_show_prints_a_byte_diff_or_why_there_is_none() {
         "quarantine_id         q_1\n\ndiff unavailable: artifact expired\n"
     );
 }
+
+/// The definition and sample files of `connector preview` travel as the request; the answer
+/// prints as rows and refused rows.
+#[test]
+fn connector_preview_sends_both_files_and_prints_rows_and_refusals() {
+    let dir = std::env::temp_dir().join(format!("opsctl-preview-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let definition = dir.join("definition.json");
+    let sample = dir.join("sample.csv");
+    std::fs::write(&definition, r#"{"connector":"lieferant-de"}"#).unwrap();
+    std::fs::write(&sample, b"Preis\r\n1,00\xE4\r\n").unwrap();
+    let (url, server) = one_shot_server(
+        200,
+        r#"{"connector":"lieferant-de","outcome":"stored_with_quarantined_rows","rows":[{"item":"LM358DR~each~new","sku":"LM358DR","quantity":1500,"unit":"each","price":"0.42","currency":"EUR","observed_at":"2026-11-29T07:00:00Z"}],"refused_rows":[{"place":"line 3","code":"invalid_row","reason":"quantity: \"viele\" is not a whole number"}],"fingerprint":"bytes-v1:ab","identity":{"kind":"file_name_and_content","strength":"source","from":"the file's name and the sha256 of its content"}}"#,
+    );
+    let command = format!(
+        "connector preview {} {}",
+        definition.display(),
+        sample.display()
+    );
+    let mut out = Vec::new();
+    run(&parse(&command).unwrap().command, &settings(url), &mut out).unwrap();
+    let request = server.join().unwrap();
+    assert!(
+        request.starts_with("POST /v1/connector-previews HTTP/1.1"),
+        "{request}"
+    );
+    assert!(
+        request.contains(r#""definition":{"connector":"lieferant-de"}"#),
+        "{request}"
+    );
+    assert!(
+        request.contains(r#""sample_base64":"UHJlaXMNCjEsMDDkDQo=""#),
+        "{request}"
+    );
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.contains("outcome      stored_with_quarantined_rows"),
+        "{out}"
+    );
+    assert!(out.contains("LM358DR~each~new  1500"), "{out}");
+    assert!(
+        out.contains("line 3  invalid_row  quantity: \"viele\" is not a whole number"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A refused definition's every problem is shown with its pointer.
+#[test]
+fn a_refused_definition_shows_every_problem_with_its_pointer() {
+    let dir = std::env::temp_dir().join(format!("opsctl-refused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("d.json"), "{}").unwrap();
+    std::fs::write(dir.join("s.csv"), "x").unwrap();
+    let (url, server) = one_shot_server(
+        422,
+        r#"{"error":{"code":"invalid_definition","message":"the connector definition has 2 problems; each is listed with its JSON pointer"},"problems":[{"pointer":"","message":"\"connector\" is a required property"},{"pointer":"/fields/unit","message":"needs exactly one of column, position, path or constant; found none"}]}"#,
+    );
+    let command = format!(
+        "connector preview {} {}",
+        dir.join("d.json").display(),
+        dir.join("s.csv").display()
+    );
+    let error = run(
+        &parse(&command).unwrap().command,
+        &settings(url),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    server.join().unwrap();
+    let shown = error.to_string();
+    assert!(
+        shown.starts_with("HTTP 422 invalid_definition: the connector definition has 2"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("\n  (document): \"connector\" is a required property"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("\n  /fields/unit: needs exactly one of"),
+        "{shown}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(parse("connector preview only-one-file").is_err());
+}

@@ -324,3 +324,17 @@ pub struct QuarantinedRow {
     pub currency: String,
     pub observed_at: String,
 }
+
+/// A connector definition refused (HTTP 422): the error, and every problem with its JSON
+/// pointer (docs/openapi.yaml `DefinitionProblems`).
+#[derive(Debug, Clone, Serialize)]
+pub struct DefinitionProblems {
+    pub error: DefinitionError,
+    pub problems: Vec<crate::domain::definition::Problem>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DefinitionError {
+    pub code: &'static str,
+    pub message: String,
+}

@@ -52,6 +52,7 @@ pub mod console;
 mod deliveries;
 mod diff;
 pub mod ports;
+pub mod previews;
 mod quarantine;
 mod routes;
 mod source_actions;
@@ -169,6 +170,8 @@ enum OpsError {
         public: &'static str,
         internal: String,
     },
+    /// A connector definition with problems (HTTP 422, every problem with its pointer).
+    Definition(Vec<crate::domain::definition::Problem>),
 }
 
 impl From<StoreError> for OpsError {
@@ -200,6 +203,7 @@ impl OpsError {
                 error!(error = %internal, "ops request failed");
                 HttpResponse::error(503, "unavailable", public)
             }
+            Self::Definition(problems) => previews::definition_refused(problems),
         }
     }
 }

@@ -158,6 +158,7 @@ async fn post_route(
                 .await
         }
         ["v1", "connectors", connector, "runs"] => service.start_run(principal, connector).await,
+        ["v1", "connector-previews"] => service.connector_preview(principal, body).await,
         _ => return None,
     })
 }
@@ -179,7 +180,8 @@ fn wrong_method(parts: &[&str]) -> Routed {
         | ["v1", "identity-corrections", _, "withdraw"]
         | ["v1", "source-quarantines"]
         | ["v1", "source-quarantines", _, "lift"]
-        | ["v1", "connectors", _, "runs"] => Routed::MethodNotAllowed("POST"),
+        | ["v1", "connectors", _, "runs"]
+        | ["v1", "connector-previews"] => Routed::MethodNotAllowed("POST"),
         _ => Routed::Done(Err(OpsError::NotFound("no such route".into()))),
     }
 }
