@@ -1,5 +1,7 @@
 //! Supplier payloads -> normalized rows. Every row must be valid or the whole delivery is refused:
-//! a page is evidence as a unit, and storing part of it would misstate what the source said.
+//! a page is evidence as a unit, and storing part of it would misstate what the source said. The
+//! refusal names every bad row, not the first one only. (A connector definition may instead keep
+//! the valid rows and set the bad ones aside: `mapped`.)
 
 use crate::domain::canonical_json::{self, Node};
 use crate::domain::connector::PayloadFormat;
@@ -114,14 +116,9 @@ fn read_json_page(
                 format!("body is not canonicalizable JSON: {e}"),
             )
         })?;
-    let mut normalized = rows
-        .iter()
-        .zip(page.rows)
-        .enumerate()
-        .map(|(i, (row, bytes))| {
-            normalize_row(&format!("row {i}"), row, default_observed_at, bytes)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut normalized = every_row(rows.iter().zip(page.rows).enumerate().map(
+        |(i, (row, bytes))| normalize_row(&format!("row {i}"), row, default_observed_at, bytes),
+    ))?;
     refuse_ambiguous(&normalized)?;
     if rule.orders_rows_canonically() {
         // Stable sort: identical rows keep their relative order, and are identical anyway.
@@ -148,7 +145,7 @@ fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<Normaliz
         .headers()
         .map_err(|e| Rejection::new(RejectCode::InvalidPayload, format!("CSV header: {e}")))?
         .clone();
-    let mut normalized = Vec::new();
+    let mut results = Vec::new();
     for (index, record) in reader.records().enumerate() {
         let record = record.map_err(|e| {
             Rejection::new(RejectCode::InvalidPayload, format!("CSV row {index}: {e}"))
@@ -178,18 +175,57 @@ fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<Normaliz
                 .collect(),
         );
         let canonical = canonical_json::canonical_bytes(&row);
-        normalized.push(normalize_row(
+        results.push(normalize_row(
             &format!("row {index}"),
             &row,
             None,
             canonical,
-        )?);
+        ));
     }
+    let mut normalized = every_row(results.into_iter())?;
     refuse_ambiguous(&normalized)?;
     if rule.orders_rows_canonically() {
         normalized.sort_by(|a, b| a.canonical.cmp(&b.canonical));
     }
     Ok(normalized)
+}
+
+/// Every row's offer, or the delivery's refusal naming every bad row, not the first only.
+fn every_row(
+    results: impl Iterator<Item = Result<NormalizedRow, Rejection>>,
+) -> Result<Vec<NormalizedRow>, Rejection> {
+    let mut rows = Vec::new();
+    let mut refused = Vec::new();
+    for result in results {
+        match result {
+            Ok(row) => rows.push(row),
+            Err(rejection) => refused.push(rejection),
+        }
+    }
+    match refusal_of(refused) {
+        None => Ok(rows),
+        Some(rejection) => Err(rejection),
+    }
+}
+
+/// One refusal for a delivery's bad rows: a single row's own (`row 3: quantity ...`), or
+/// `N rows refused: row 0: ...; row 3: ...` with the rows' code when they share one and
+/// `invalid_row` otherwise. The message is capped (`Rejection::new`); the rows' own list is
+/// where a caller needs every one in full.
+pub(crate) fn refusal_of(mut refused: Vec<Rejection>) -> Option<Rejection> {
+    let first = refused.first()?.code;
+    if refused.len() == 1 {
+        return refused.pop();
+    }
+    let code = match refused.iter().all(|r| r.code == first) {
+        true => first,
+        false => RejectCode::InvalidRow,
+    };
+    let listed: Vec<&str> = refused.iter().map(|r| r.message.as_str()).collect();
+    Some(Rejection::new(
+        code,
+        format!("{} rows refused: {}", refused.len(), listed.join("; ")),
+    ))
 }
 
 /// Refuses a delivery in which two rows (`rows` in payload order) claim different things
@@ -501,6 +537,51 @@ mod tests {
         );
         assert_eq!(code_of(b"not json"), RejectCode::InvalidPayload);
         assert_eq!(code_of(br#"{"offers":[]}"#), RejectCode::InvalidPayload);
+    }
+
+    #[test]
+    fn a_refusal_names_every_bad_row_not_the_first_only() {
+        let refused = |rows: &[String]| {
+            normalize(
+                PayloadFormat::AcmeExportV1,
+                CanonicalizationRule::JsonV1,
+                &page(&rows.join(",")),
+            )
+            .unwrap_err()
+        };
+        let negative = ROW.replace("\"quantity\":6", "\"quantity\":-1");
+        let fraction = ROW.replace("\"quantity\":6", "\"quantity\":6.5");
+        let currency = ROW.replace("EUR", "EUX");
+        // One bad row: its own message, as the first release gave it.
+        let one = refused(&[ROW.to_owned(), negative.clone()]);
+        assert_eq!(one.message, "row 1: quantity -1 is negative");
+        // Several: every one, with their code when they share it.
+        let two = refused(&[negative.clone(), ROW.to_owned(), fraction]);
+        assert_eq!(two.code, RejectCode::InvalidQuantity);
+        assert_eq!(
+            two.message,
+            "2 rows refused: row 0: quantity -1 is negative; row 2: quantity 6.5 is not a \
+             whole number"
+        );
+        let mixed = refused(&[currency, negative]);
+        assert_eq!(mixed.code, RejectCode::InvalidRow);
+        assert!(
+            mixed.message.starts_with("2 rows refused: row 0: currency"),
+            "{}",
+            mixed.message
+        );
+        let csv = normalize(
+            PayloadFormat::CsvOffersV1,
+            CanonicalizationRule::BytesV1,
+            b"sku,quantity,unit,price,currency,observed_at\nA,x,each,1.00,EUR,2026-11-29T08:00:00Z\nB,1,each,1.00,EUR,2026-11-29T08:00:00Z\nC,2,each,1.0.0,EUR,2026-11-29T08:00:00Z\n",
+        )
+        .unwrap_err();
+        assert!(
+            csv.message.starts_with("2 rows refused: row 0: quantity"),
+            "{}",
+            csv.message
+        );
+        assert!(csv.message.contains("; row 2: price"), "{}", csv.message);
     }
 
     #[test]

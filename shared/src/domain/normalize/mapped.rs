@@ -34,26 +34,12 @@ impl Normalized {
     /// The refusal of the whole delivery under `refuse_page`: every refused row named (the
     /// message is capped; `refused` keeps them all), with their code when they share one.
     pub fn refusal(&self) -> Option<Rejection> {
-        let first = self.refused.first()?;
-        let code = if self.refused.iter().all(|r| r.code == first.code) {
-            first.code
-        } else {
-            RejectCode::InvalidRow
-        };
-        let listed: Vec<String> = self
-            .refused
-            .iter()
-            .map(|r| format!("{}: {}", r.place, r.reason))
-            .collect();
-        let count = self.refused.len();
-        Some(Rejection::new(
-            code,
-            format!(
-                "{count} row{} refused: {}",
-                if count == 1 { "" } else { "s" },
-                listed.join("; ")
-            ),
-        ))
+        super::refusal_of(
+            self.refused
+                .iter()
+                .map(|r| Rejection::new(r.code, format!("{}: {}", r.place, r.reason)))
+                .collect(),
+        )
     }
 }
 
