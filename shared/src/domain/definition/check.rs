@@ -19,11 +19,20 @@ pub struct Problem {
     pub message: String,
 }
 
+/// A problem's message is capped: a schema message may quote the value it refuses, and a
+/// value may be long.
+const MAX_PROBLEM_CHARS: usize = 500;
+
 impl Problem {
     pub fn new(pointer: impl Into<String>, message: impl Into<String>) -> Self {
+        let mut message: String = message.into();
+        if let Some((cut, _)) = message.char_indices().nth(MAX_PROBLEM_CHARS) {
+            message.truncate(cut);
+            message.push_str("...");
+        }
         Problem {
             pointer: pointer.into(),
-            message: message.into(),
+            message,
         }
     }
 }

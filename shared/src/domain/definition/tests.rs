@@ -150,3 +150,17 @@ fn the_default_fingerprint_rule_follows_the_format() {
     let json = Definition::read(&document).unwrap();
     assert_eq!(json.canonicalization(), CanonicalizationRule::JsonV1);
 }
+
+#[test]
+fn a_problem_quoting_a_long_value_is_capped() {
+    let mut document = german_csv();
+    document["source_account"] = json!("ä".repeat(100_000));
+    let problems = Definition::read(&document).unwrap_err();
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].pointer, "/source_account");
+    assert!(
+        problems[0].message.chars().count() <= 503,
+        "{}",
+        problems[0].message.len()
+    );
+}
