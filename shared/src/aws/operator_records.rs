@@ -202,31 +202,13 @@ impl DynamoEvidenceStore {
         &self,
         event: &SourceQuarantineEvent,
     ) -> Result<bool, StoreError> {
-        let state = SourceQuarantine {
-            source: event.source.clone(),
-            active: true,
-            reason: event.reason.clone(),
-            created_at: event.at,
-            event_id: Some(event.event_id.clone()),
-        };
-        let actions = vec![
-            self.source_quarantine_event_action(event)?,
-            put(
-                with_keys(
-                    encode(&state)?,
-                    source_quarantine_pk(&state.source),
-                    SK_SOURCE_QUARANTINE,
-                    "source_quarantine",
-                ),
-                self.table(),
-                Some("attribute_not_exists(pk) OR active = :false"),
-            )
-            .and_then(|a| with_value(a, ":false", AttributeValue::Bool(false)))?,
-        ];
-        Ok(self
-            .transact(actions, "set source quarantine")
-            .await?
-            .is_none())
+        self.write_source_quarantine(
+            event,
+            true,
+            "attribute_not_exists(pk) OR active = :was",
+            false,
+        )
+        .await
     }
 
     /// Lifts a source quarantine; refused (`false`) when the source is not quarantined.
@@ -234,31 +216,43 @@ impl DynamoEvidenceStore {
         &self,
         event: &SourceQuarantineEvent,
     ) -> Result<bool, StoreError> {
+        self.write_source_quarantine(event, false, "active = :was", true)
+            .await
+    }
+
+    /// Appends `event` and writes the source's state as `active`, in one transaction, if the
+    /// state item meets `condition` (`:was` bound to `was`); `false` when it does not.
+    async fn write_source_quarantine(
+        &self,
+        event: &SourceQuarantineEvent,
+        active: bool,
+        condition: &str,
+        was: bool,
+    ) -> Result<bool, StoreError> {
         let state = SourceQuarantine {
             source: event.source.clone(),
-            active: false,
+            active,
             reason: event.reason.clone(),
             created_at: event.at,
             event_id: Some(event.event_id.clone()),
         };
+        let state_item = with_keys(
+            encode(&state)?,
+            source_quarantine_pk(&state.source),
+            SK_SOURCE_QUARANTINE,
+            "source_quarantine",
+        );
         let actions = vec![
             self.source_quarantine_event_action(event)?,
-            put(
-                with_keys(
-                    encode(&state)?,
-                    source_quarantine_pk(&state.source),
-                    SK_SOURCE_QUARANTINE,
-                    "source_quarantine",
-                ),
-                self.table(),
-                Some("active = :true"),
-            )
-            .and_then(|a| with_value(a, ":true", AttributeValue::Bool(true)))?,
+            put(state_item, self.table(), Some(condition))
+                .and_then(|a| with_value(a, ":was", AttributeValue::Bool(was)))?,
         ];
-        Ok(self
-            .transact(actions, "lift source quarantine")
-            .await?
-            .is_none())
+        let what = if active {
+            "set source quarantine"
+        } else {
+            "lift source quarantine"
+        };
+        Ok(self.transact(actions, what).await?.is_none())
     }
 
     fn source_quarantine_event_action(
