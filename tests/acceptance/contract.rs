@@ -225,6 +225,16 @@ fn openapi_documents_exactly_the_contract_routes() {
     let document = openapi_document();
     assert_eq!(document["openapi"].as_str().map(|v| &v[..4]), Some("3.1."));
     let operations = openapi_operations(&document);
+    documented_routes_are_the_contract(&operations);
+    for (method, path, operation) in &operations {
+        operation_declares_its_parameters_and_security(&document, method, path, operation);
+    }
+    webhook_route_declares_its_headers(&document, &operations);
+    errors_and_observations_carry_their_fields(&document);
+}
+
+/// Each documented (method, path) is a contract route, and each contract route is documented.
+fn documented_routes_are_the_contract(operations: &[(String, String, &serde_norway::Value)]) {
     let documented: BTreeSet<(String, Vec<Segment>)> = operations
         .iter()
         .map(|(method, path, _)| (method.clone(), normalize(path)))
@@ -241,63 +251,75 @@ fn openapi_documents_exactly_the_contract_routes() {
         missing.is_empty() && extra.is_empty(),
         "docs/openapi.yaml vs the contract: missing {missing:?}, undocumented extra {extra:?}"
     );
+}
 
+/// Every `{name}` of the path is declared, the route has responses, and its security scheme
+/// matches who may call it.
+fn operation_declares_its_parameters_and_security(
+    document: &serde_norway::Value,
+    method: &str,
+    path: &str,
+    operation: &serde_norway::Value,
+) {
     let schemes = &document["components"]["securitySchemes"];
-    for (method, path, operation) in &operations {
-        // Every `{name}` of the path is declared as a path parameter.
-        let declared: BTreeSet<String> = one_or_many(&operation["parameters"])
-            .into_iter()
-            .chain(one_or_many(&document["paths"][path.as_str()]["parameters"]))
-            .map(|p| resolve_ref(&document, p))
-            .filter(|p| p["in"].as_str() == Some("path"))
-            .filter_map(|p| p["name"].as_str().map(str::to_owned))
-            .collect();
-        assert_eq!(
-            declared,
-            param_names(path),
-            "{method} {path}: path parameters"
-        );
-        assert!(
-            operation["responses"]
-                .as_mapping()
-                .is_some_and(|r| !r.is_empty()),
-            "{method} {path}: no responses"
-        );
+    // Every `{name}` of the path is declared as a path parameter.
+    let declared: BTreeSet<String> = one_or_many(&operation["parameters"])
+        .into_iter()
+        .chain(one_or_many(&document["paths"][path]["parameters"]))
+        .map(|p| resolve_ref(document, p))
+        .filter(|p| p["in"].as_str() == Some("path"))
+        .filter_map(|p| p["name"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        declared,
+        param_names(path),
+        "{method} {path}: path parameters"
+    );
+    assert!(
+        operation["responses"]
+            .as_mapping()
+            .is_some_and(|r| !r.is_empty()),
+        "{method} {path}: no responses"
+    );
 
-        // The security scheme matches who may call the route.
-        let security = security_of(operation, &document);
-        let expected = match access_of(method, path) {
-            Access::Reader => ("readerJwt", vec!["offers:read".to_owned()]),
-            Access::Ops => ("opsJwt", vec!["ops:write".to_owned()]),
-            Access::Signed => ("webhookSignature", vec![]),
-            Access::Console => {
-                assert!(
-                    security.is_empty(),
-                    "{method} {path}: security {security:?}"
-                );
-                continue;
-            }
-        };
-        assert_eq!(
-            security,
-            vec![(expected.0.to_owned(), expected.1)],
-            "{method} {path}: security"
-        );
-        assert!(
-            !schemes[expected.0].is_null(),
-            "security scheme {} is not defined",
-            expected.0
-        );
-    }
+    // The security scheme matches who may call the route.
+    let security = security_of(operation, document);
+    let expected = match access_of(method, path) {
+        Access::Reader => ("readerJwt", vec!["offers:read".to_owned()]),
+        Access::Ops => ("opsJwt", vec!["ops:write".to_owned()]),
+        Access::Signed => ("webhookSignature", vec![]),
+        Access::Console => {
+            assert!(
+                security.is_empty(),
+                "{method} {path}: security {security:?}"
+            );
+            return;
+        }
+    };
+    assert_eq!(
+        security,
+        vec![(expected.0.to_owned(), expected.1)],
+        "{method} {path}: security"
+    );
+    assert!(
+        !schemes[expected.0].is_null(),
+        "security scheme {} is not defined",
+        expected.0
+    );
+}
 
-    // The webhook route declares the Standard Webhooks headers.
+/// The webhook route declares the Standard Webhooks headers.
+fn webhook_route_declares_its_headers(
+    document: &serde_norway::Value,
+    operations: &[(String, String, &serde_norway::Value)],
+) {
     let (_, _, webhook) = operations
         .iter()
         .find(|(m, p, _)| m == "POST" && p == "/v1/webhooks/{connector}")
         .expect("webhook route");
     let headers: BTreeSet<String> = one_or_many(&webhook["parameters"])
         .into_iter()
-        .map(|p| resolve_ref(&document, p))
+        .map(|p| resolve_ref(document, p))
         .filter(|p| p["in"].as_str() == Some("header"))
         .filter(|p| p["required"].as_bool() == Some(true))
         .filter_map(|p| p["name"].as_str().map(str::to_owned))
@@ -305,8 +327,10 @@ fn openapi_documents_exactly_the_contract_routes() {
     for header in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
         assert!(headers.contains(header), "webhook route: header {header}");
     }
+}
 
-    // The error schema and its stable codes.
+/// The error schema with its stable codes, and the observation's required fields.
+fn errors_and_observations_carry_their_fields(document: &serde_norway::Value) {
     let codes: BTreeSet<String> =
         one_or_many(&document["components"]["schemas"]["ErrorCode"]["enum"])
             .into_iter()
@@ -333,7 +357,8 @@ fn openapi_documents_exactly_the_contract_routes() {
         vec![Some("error")]
     );
 
-    // Every offer/observation carries the section 7 fields.
+    // Every offer and observation carries its provenance and trust (docs/architecture.md,
+    // section 10).
     let observation: BTreeSet<String> =
         one_or_many(&document["components"]["schemas"]["Observation"]["required"])
             .into_iter()
@@ -383,36 +408,8 @@ fn template_routes_serve_exactly_the_contract_routes() {
         );
     }
 
-    // Every contract route reaches exactly one gateway route, with the right authorization.
     for (method, path, access) in ROUTES {
-        let wanted = normalize(path);
-        let serving: Vec<&HttpApiRoute> = routes
-            .iter()
-            .filter(|r| r.method == *method && gateway_serves(&normalize(&r.path), &wanted))
-            .collect();
-        assert_eq!(
-            serving.len(),
-            1,
-            "{method} {path}: served by {serving:?} in template.yaml"
-        );
-        let route = serving[0];
-        let (authorizer, scopes, function): (&str, Vec<String>, &str) = match access {
-            Access::Reader => (
-                "ReaderAuthorizer",
-                vec!["offers:read".into()],
-                "QueryFunction",
-            ),
-            Access::Ops => ("OpsAuthorizer", vec!["ops:write".into()], "OpsFunction"),
-            Access::Signed => ("NONE", vec![], "WebhookFunction"),
-            Access::Console => ("NONE", vec![], "OpsFunction"),
-        };
-        assert_eq!(
-            route.authorizer.as_deref(),
-            Some(authorizer),
-            "{method} {path}"
-        );
-        assert_eq!(route.scopes, scopes, "{method} {path}");
-        assert_eq!(route.function, function, "{method} {path}");
+        contract_route_is_served_once(&routes, method, path, access);
     }
 
     // And every gateway route serves some contract route: nothing undocumented is exposed.
@@ -445,6 +442,43 @@ fn template_routes_serve_exactly_the_contract_routes() {
             "{authorizer} is a JWT authorizer"
         );
     }
+}
+
+/// A contract route reaches exactly one gateway route, with the right authorization.
+fn contract_route_is_served_once(
+    routes: &[HttpApiRoute],
+    method: &str,
+    path: &str,
+    access: &Access,
+) {
+    let wanted = normalize(path);
+    let serving: Vec<&HttpApiRoute> = routes
+        .iter()
+        .filter(|r| r.method == *method && gateway_serves(&normalize(&r.path), &wanted))
+        .collect();
+    assert_eq!(
+        serving.len(),
+        1,
+        "{method} {path}: served by {serving:?} in template.yaml"
+    );
+    let route = serving[0];
+    let (authorizer, scopes, function): (&str, Vec<String>, &str) = match access {
+        Access::Reader => (
+            "ReaderAuthorizer",
+            vec!["offers:read".into()],
+            "QueryFunction",
+        ),
+        Access::Ops => ("OpsAuthorizer", vec!["ops:write".into()], "OpsFunction"),
+        Access::Signed => ("NONE", vec![], "WebhookFunction"),
+        Access::Console => ("NONE", vec![], "OpsFunction"),
+    };
+    assert_eq!(
+        route.authorizer.as_deref(),
+        Some(authorizer),
+        "{method} {path}"
+    );
+    assert_eq!(route.scopes, scopes, "{method} {path}");
+    assert_eq!(route.function, function, "{method} {path}");
 }
 
 // ---------------------------------------------------------------------------------------------
