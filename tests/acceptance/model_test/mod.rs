@@ -44,6 +44,7 @@ use std::sync::Arc;
 mod checks;
 use checks::ExpectedView;
 mod histories;
+mod steps;
 use histories::*;
 
 /// The parts the histories talk about (filler rows of staged deliveries use others). The last
@@ -459,121 +460,13 @@ impl StateMachineTest for ModelTest {
                 Step::AdvanceDays(days) => {
                     system.clock.0.fetch_add(*days, Ordering::SeqCst);
                 }
-                Step::Correct { source, from, to } => {
-                    let result = system
-                        .corrections
-                        .correct(&CorrectionRequest {
-                            source: source_ref(*source),
-                            from_item: PARTS[*from].into(),
-                            to_item: CanonicalItem::parse_key(PARTS[*to]).unwrap(),
-                            reason: "model".into(),
-                            actor: None,
-                        })
-                        .await;
-                    match result {
-                        Ok(_) | Err(CorrectionError::Conflict(_)) => {}
-                        Err(e) => panic!("correction failed: {e}"),
-                    }
-                }
-                Step::Quarantine(source) => {
-                    let result = feedsafe::protocols::source_quarantine::quarantine_source(
-                        system.env.store.as_ref(),
-                        &source_ref(*source),
-                        "model",
-                        None,
-                        Timestamp::now(),
-                    )
-                    .await;
-                    settled_operation(result);
-                }
-                Step::Lift(source) => {
-                    let result = feedsafe::protocols::source_quarantine::lift_source_quarantine(
-                        system.env.store.as_ref(),
-                        &source_ref(*source),
-                        "model",
-                        None,
-                        Timestamp::now(),
-                    )
-                    .await;
-                    settled_operation(result);
-                }
-                Step::Reject(index) | Step::Accept(index) => {
-                    let open: Vec<String> = system
-                        .quarantine()
-                        .await
-                        .into_iter()
-                        .filter(|(_, s, _)| s == "open")
-                        .map(|(_, _, id)| id)
-                        .collect();
-                    let id = &open[*index];
-                    let body = match &step {
-                        Step::Reject(_) => json!({"action": "reject", "reason": "model"}),
-                        _ => json!({"action": "accept_as_new_delivery", "reason": "model",
-                                    "delivery_id": format!("ACC{}", model.sent.len() - 1)}),
-                    };
-                    let (status, answer) = system
-                        .ops("POST", &format!("/v1/quarantine/{id}/resolve"), body)
-                        .await;
-                    assert_eq!(status, 200, "{answer}");
-                    if matches!(step, Step::Accept(_)) {
-                        let service = system.service(Arc::new(NoFaults));
-                        let (received, failed) =
-                            system.env.pump_once("IngestQueue", &service, 30).await;
-                        assert_eq!(
-                            (received, failed),
-                            (1, 0),
-                            "the accepted delivery is ingested"
-                        );
-                        system.last_key = answer["new_delivery_key"].as_str().map(str::to_owned);
-                    }
-                }
-                Step::RedeliverStream(seed) => {
-                    let mut rng = TestRng::seeded(*seed);
-                    let mut again: Vec<_> = system.seen.clone();
-                    rng.shuffle(&mut again);
-                    again.truncate(60);
-                    for batch in again.chunks(20) {
-                        let changes: Vec<_> = batch
-                            .iter()
-                            .map(|(n, o, i, _)| {
-                                feedsafe::aws::stream_records::classify(n, o.clone(), i.clone())
-                                    .unwrap()
-                            })
-                            .collect();
-                        system.projector.apply_batch(&changes).await.unwrap();
-                    }
-                }
-                Step::Rebuild => {
-                    let rebuilt = system.rebuilt_projection().await;
-                    let projector = system.env.projector_into(rebuilt.clone());
-                    for part in PARTS {
-                        projector
-                            .rebuild_item(&source_ref(Source::Ordered).tenant, &item_key(part))
-                            .await
-                            .unwrap();
-                    }
-                    let strip = |rows: std::collections::HashMap<
-                        ProjectionKey,
-                        feedsafe::protocols::projection::ProjectedOffer,
-                    >| {
-                        rows.into_iter()
-                            .map(|(k, o)| (k, (o.basis, o.source_quarantined)))
-                            .collect::<BTreeMap<_, _>>()
-                    };
-                    let keys = pool_keys();
-                    assert_eq!(
-                        strip(rebuilt.current_many(&keys).await.unwrap()),
-                        strip(
-                            system
-                                .env
-                                .projection_store()
-                                .current_many(&keys)
-                                .await
-                                .unwrap()
-                        ),
-                        "a rebuild of the pool parts equals the live projection"
-                    );
-                }
+                Step::Correct { source, from, to } => system.correct(*source, *from, *to).await,
+                Step::Quarantine(source) => system.set_source_quarantine(*source, true).await,
+                Step::Lift(source) => system.set_source_quarantine(*source, false).await,
+                Step::Reject(index) => system.resolve(model, *index, false).await,
+                Step::Accept(index) => system.resolve(model, *index, true).await,
+                Step::RedeliverStream(seed) => system.redeliver_stream(*seed).await,
+                Step::Rebuild => system.rebuild().await,
             }
             system.project().await;
             system.check(model, &step).await;
