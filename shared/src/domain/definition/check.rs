@@ -71,10 +71,10 @@ pub(super) fn schema_problems(document: &Value) -> Result<(), Vec<Problem>> {
     Err(problems)
 }
 
-/// The rule problems of a document the schema accepted.
-pub(super) fn rule_problems(definition: &super::Definition) -> Vec<Problem> {
-    let document = serde_json::to_value(definition).unwrap_or(Value::Null);
-    rule_problems_of(&document)
+/// The rule problems of a document the schema accepted, read as it was sent (an absent
+/// setting is its default to every rule).
+pub(super) fn rule_problems(document: &Value) -> Vec<Problem> {
+    rule_problems_of(document)
 }
 
 /// The rules, each skipped where the part it reads is missing or of another shape (the schema

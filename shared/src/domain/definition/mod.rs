@@ -434,7 +434,7 @@ impl Definition {
         check::schema_problems(document)?;
         let definition: Definition = serde_json::from_value(document.clone())
             .map_err(|e| vec![Problem::new("", format!("does not match the schema: {e}"))])?;
-        let mut problems = check::rule_problems(&definition);
+        let mut problems = check::rule_problems(document);
         problems.sort_by(|a, b| a.pointer.cmp(&b.pointer));
         if problems.is_empty() {
             Ok(definition)
