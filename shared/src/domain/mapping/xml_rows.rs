@@ -194,14 +194,10 @@ impl Walk<'_, '_> {
     fn close(&mut self) {
         let depth = self.stack.len();
         self.stack.pop();
-        let Some((row_depth, line, _)) = &self.row else {
+        let closes_row = matches!(&self.row, Some((row_depth, _, _)) if *row_depth == depth);
+        let Some((_, line, captured)) = self.row.take_if(|_| closes_row) else {
             return;
         };
-        if depth != *row_depth {
-            return;
-        }
-        let line = *line;
-        let (_, _, captured) = self.row.take().expect("a row is open");
         let Ok(rows) = &mut self.rows else {
             return;
         };
