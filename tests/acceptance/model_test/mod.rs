@@ -238,16 +238,21 @@ impl System {
                 return;
             }
             for batch in records.chunks(100) {
-                let changes: Vec<_> = batch
-                    .iter()
-                    .map(|(n, o, i, _)| {
-                        feedsafe::aws::stream_records::classify(n, o.clone(), i.clone()).unwrap()
-                    })
-                    .collect();
-                self.projector.apply_batch(&changes).await.unwrap();
+                self.apply_records(batch).await;
             }
             self.seen.extend(records);
         }
+    }
+
+    /// Stream records projected in one batch, as one projector invocation would.
+    async fn apply_records(&self, batch: &[local_stack::events::StreamRecordImages]) {
+        let changes: Vec<_> = batch
+            .iter()
+            .map(|(n, o, i, _)| {
+                feedsafe::aws::stream_records::classify(n, o.clone(), i.clone()).unwrap()
+            })
+            .collect();
+        self.projector.apply_batch(&changes).await.unwrap();
     }
 
     async fn deliver(

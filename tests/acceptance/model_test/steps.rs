@@ -86,13 +86,7 @@ impl System {
         rng.shuffle(&mut again);
         again.truncate(60);
         for batch in again.chunks(20) {
-            let changes: Vec<_> = batch
-                .iter()
-                .map(|(n, o, i, _)| {
-                    feedsafe::aws::stream_records::classify(n, o.clone(), i.clone()).unwrap()
-                })
-                .collect();
-            self.projector.apply_batch(&changes).await.unwrap();
+            self.apply_records(batch).await;
         }
     }
 
