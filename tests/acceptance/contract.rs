@@ -63,6 +63,9 @@ const ROUTES: &[(&str, &str, Access)] = &[
         Access::Ops,
     ),
     ("POST", "/v1/connector-previews", Access::Ops),
+    ("GET", "/v1/connectors/{id}", Access::Ops),
+    ("PUT", "/v1/connectors/{id}", Access::Ops),
+    ("POST", "/v1/connectors/{id}/preview", Access::Ops),
     ("POST", "/v1/source-quarantines", Access::Ops),
     ("GET", "/v1/source-quarantines/{connector}", Access::Ops),
     (

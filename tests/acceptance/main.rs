@@ -3,6 +3,7 @@
 
 mod async_invoke;
 mod bad_input;
+mod connector_definitions;
 mod connector_previews;
 mod console;
 mod contract;

@@ -27,6 +27,8 @@ pub fn acme_eu() -> ConnectorConfig {
         max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         clock_skew_seconds: feedsafe::domain::connector::DEFAULT_CLOCK_SKEW_SECONDS,
         pull: None,
+        version: None,
+        definition: None,
     }
 }
 

@@ -23,6 +23,17 @@ pub async fn call(
     token: Option<&str>,
     body: serde_json::Value,
 ) -> (u16, serde_json::Value) {
+    call_with(method, url, token, None, body).await
+}
+
+/// `call`, with an `If-Match` header when given (`PUT` of a versioned record).
+pub async fn call_with(
+    method: &'static str,
+    url: String,
+    token: Option<&str>,
+    if_match: Option<String>,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
     let auth = token.map(|t| format!("Bearer {t}"));
     tokio::task::spawn_blocking(move || {
         let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -40,9 +51,16 @@ pub async fn call(
             }
             request.call()
         } else {
-            let mut request = agent.post(&url).header("content-type", "application/json");
+            let mut request = match method {
+                "PUT" => agent.put(&url),
+                _ => agent.post(&url),
+            }
+            .header("content-type", "application/json");
             if let Some(auth) = &auth {
                 request = request.header("authorization", auth);
+            }
+            if let Some(version) = &if_match {
+                request = request.header("if-match", version);
             }
             let bytes = if body.is_null() {
                 Vec::new()
@@ -55,7 +73,7 @@ pub async fn call(
         let status = response.status().as_u16();
         let content_type = header_of(&response, "content-type");
         let text = response.body_mut().read_to_string().unwrap_or_default();
-        let sent = (method == "POST" && !body.is_null()).then(|| body.to_string());
+        let sent = (method != "GET" && !body.is_null()).then(|| body.to_string());
         crate::openapi::check_exchange(&crate::openapi::Exchange {
             method,
             target: &url,

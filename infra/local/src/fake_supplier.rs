@@ -377,6 +377,8 @@ mod tests {
                 max_attempts,
                 allowed_hosts: Vec::new(),
             }),
+            version: None,
+            definition: None,
         }
     }
 

@@ -768,6 +768,14 @@ impl ConnectorDirectory for DynamoEvidenceStore {
     async fn connector(&self, id: &ConnectorId) -> Result<Option<ConnectorConfig>, StoreError> {
         self.get(connector_pk(id.as_str()), SK_CONNECTOR).await
     }
+
+    async fn definition_version(
+        &self,
+        id: &ConnectorId,
+        version: u64,
+    ) -> Result<Option<crate::domain::definition::Definition>, StoreError> {
+        DynamoEvidenceStore::definition_version(self, id, version).await
+    }
 }
 
 /// Checks a replay record is committed; used where only committed deliveries may be visible.

@@ -3,6 +3,7 @@
 //! knows about `AttributeValue`, `SdkError` and HTTP status.
 
 pub mod claims;
+mod connector_versions;
 pub mod dynamo;
 pub mod evidence_reads;
 mod history_cursor;

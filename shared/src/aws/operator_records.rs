@@ -60,7 +60,11 @@ pub struct StoredRules {
     pub rules: CorrectionRules,
 }
 
-fn put(item: Item, table: &str, condition: Option<&str>) -> Result<TransactWriteItem, StoreError> {
+pub(super) fn put(
+    item: Item,
+    table: &str,
+    condition: Option<&str>,
+) -> Result<TransactWriteItem, StoreError> {
     let mut put = Put::builder().table_name(table).set_item(Some(item));
     if let Some(condition) = condition {
         put = put.condition_expression(condition);
@@ -91,7 +95,7 @@ fn cancelled<R>(
 }
 
 impl DynamoEvidenceStore {
-    async fn query_prefix<T: serde::de::DeserializeOwned>(
+    pub(super) async fn query_prefix<T: serde::de::DeserializeOwned>(
         &self,
         pk: String,
         prefix: &str,
@@ -176,7 +180,7 @@ impl DynamoEvidenceStore {
         ])
     }
 
-    async fn transact(
+    pub(super) async fn transact(
         &self,
         actions: Vec<TransactWriteItem>,
         what: &'static str,
@@ -689,6 +693,20 @@ impl crate::ops::ports::OpsStore for DynamoEvidenceStore {
         tenant: &crate::domain::ids::TenantId,
     ) -> Result<Vec<crate::domain::connector::ConnectorConfig>, StoreError> {
         DynamoEvidenceStore::connectors_of(self, tenant).await
+    }
+
+    async fn put_definition(
+        &self,
+        write: &crate::ops::ports::DefinitionWrite<'_>,
+    ) -> Result<crate::ops::ports::DefinitionWritten, StoreError> {
+        DynamoEvidenceStore::put_definition(self, write).await
+    }
+
+    async fn definition_versions(
+        &self,
+        connector: &crate::domain::ids::ConnectorId,
+    ) -> Result<Vec<crate::ops::ports::DefinitionVersion>, StoreError> {
+        DynamoEvidenceStore::definition_versions(self, connector).await
     }
 
     async fn observation_record(

@@ -1,5 +1,6 @@
 //! Connector configuration: who a feed belongs to and the rules its deliveries are judged by.
 
+use crate::domain::definition::{Definition, Format, Transport};
 use crate::domain::fingerprint::CanonicalizationRule;
 use crate::domain::ids::{ConnectorId, SourceAccount, TenantId};
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,9 @@ pub enum PayloadFormat {
     /// observed_at[,revision,condition]`), as dropped under `drops/{connector}/`. Fingerprint it
     /// with `bytes-v1`.
     CsvOffersV1,
+    /// Read through the connector's definition (docs/connectors.md); the replay record names
+    /// the definition version it was read under.
+    Defined,
 }
 
 impl PayloadFormat {
@@ -24,14 +28,15 @@ impl PayloadFormat {
         match self {
             Self::AcmeExportV1 => &["offers"],
             Self::CloudEventsOffersV1 => &["data", "offers"],
-            Self::CsvOffersV1 => &[],
+            Self::CsvOffersV1 | Self::Defined => &[],
         }
     }
 
-    /// The media type of a body in this format.
+    /// The media type of a body in this format (a defined format's: `ConnectorConfig::content_type`).
     pub fn content_type(&self) -> &'static str {
         match self {
             Self::CsvOffersV1 => "text/csv",
+            Self::Defined => "application/octet-stream",
             _ => "application/json",
         }
     }
@@ -59,6 +64,15 @@ pub enum IdentityRule {
     /// its object version). The name is older than the content rule;
     /// docs/adr/0026-file-drops-named-by-content.md.
     FileVersion,
+    /// A snapshot id at a path in the body (webhooks and drops, by definition): the same
+    /// snapshot sent again under a new message id or file name is the same delivery.
+    SnapshotId,
+    /// Pulls: the cursor the page was asked for.
+    Cursor,
+    /// Pulls from an API with no export id and no cursor: the documented fallback.
+    Fallback,
+    /// Drops: the file name alone; changed content under the name is a mismatch.
+    FileName,
 }
 
 pub const DEFAULT_HORIZON_DAYS: u32 = 30;
@@ -87,6 +101,39 @@ pub struct ConnectorConfig {
     /// For a scheduled pull connector: where and how the poller fetches exports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull: Option<PullSettings>,
+    /// The definition version this configuration was made from; absent for a connector
+    /// configured before definitions (one of the first release's formats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// The definition itself, stored as its JSON text (`definition_text`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "definition_text"
+    )]
+    pub definition: Option<Box<Definition>>,
+}
+
+/// A definition travels in the connector's item as one JSON string: its nesting and optional
+/// members stay exactly as read, whatever the item encoding does with maps.
+mod definition_text {
+    use super::Definition;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        definition: &Option<Box<Definition>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let text = serde_json::to_string(definition).map_err(serde::ser::Error::custom)?;
+        serializer.serialize_str(&text)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Box<Definition>>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        serde_json::from_str(&text).map_err(D::Error::custom)
+    }
 }
 
 /// How the poller reads a supplier's paginated export (`GET {export_url}?page=N`).
@@ -159,6 +206,8 @@ pub enum ConnectorConfigError {
         rule: &'static str,
         format: &'static str,
     },
+    #[error("connector {connector}: payload_format defined needs the definition it names")]
+    DefinitionMissing { connector: String },
     #[error("connector {connector}: pull.{field} {problem}")]
     Pull {
         connector: String,
@@ -168,6 +217,32 @@ pub enum ConnectorConfigError {
 }
 
 impl ConnectorConfig {
+    /// The media type of this connector's bodies.
+    pub fn content_type(&self) -> &'static str {
+        match self.definition.as_deref().map(|d| &d.format) {
+            Some(Format::Csv(_)) => "text/csv",
+            Some(Format::Json(_)) => "application/json",
+            Some(Format::Xml(_)) => "application/xml",
+            None => self.payload_format.content_type(),
+        }
+    }
+
+    /// The transport the connector declares; a first-release connector's follows from its
+    /// identity rule.
+    pub fn transport_kind(&self) -> &'static str {
+        match (
+            self.definition.as_deref().map(|d| &d.transport),
+            self.identity_rule,
+        ) {
+            (Some(Transport::Webhook), _) => "webhook",
+            (Some(Transport::Drop), _) => "drop",
+            (Some(Transport::Pull(_)), _) => "pull",
+            (None, IdentityRule::FileVersion) => "drop",
+            (None, IdentityRule::ExportPage) => "pull",
+            (None, _) => "webhook",
+        }
+    }
+
     pub fn horizon_seconds(&self) -> i64 {
         i64::from(self.horizon_days) * 86_400
     }
@@ -203,8 +278,13 @@ impl ConnectorConfig {
                 format: "csv-offers-v1",
             });
         }
+        if self.payload_format == PayloadFormat::Defined && self.definition.is_none() {
+            return Err(ConnectorConfigError::DefinitionMissing {
+                connector: connector(),
+            });
+        }
         if let Some(pull) = &self.pull {
-            let problem = pull_problem(pull);
+            let problem = pull_problem(pull, self.definition.is_some());
             if let Some((field, problem)) = problem {
                 return Err(ConnectorConfigError::Pull {
                     connector: connector(),
@@ -217,13 +297,14 @@ impl ConnectorConfig {
     }
 }
 
-/// The first pull setting under which the poller could never fetch a page, if any.
-fn pull_problem(pull: &PullSettings) -> Option<(&'static str, &'static str)> {
+/// The first pull setting under which the poller could never fetch a page, if any. A defined
+/// connector may pull without a credential (its `auth` is `none`).
+fn pull_problem(pull: &PullSettings, defined: bool) -> Option<(&'static str, &'static str)> {
     let url = pull.export_url.trim();
     if !(url.starts_with("https://") || url.starts_with("http://")) {
         return Some(("export_url", "must be an http(s) URL"));
     }
-    if pull.credential_ref.trim().is_empty() {
+    if pull.credential_ref.trim().is_empty() && !defined {
         return Some(("credential_ref", "must name the credential"));
     }
     if pull.max_attempts == 0 {
@@ -262,6 +343,8 @@ mod tests {
                 max_attempts: DEFAULT_MAX_ATTEMPTS,
                 allowed_hosts: Vec::new(),
             }),
+            version: None,
+            definition: None,
         }
     }
 

@@ -98,6 +98,10 @@ fn read_json_page(
         PayloadFormat::AcmeExportV1 => (acme_export_rows(&root)?, None),
         PayloadFormat::CloudEventsOffersV1 => cloudevents_rows(&root)?,
         PayloadFormat::CsvOffersV1 => unreachable_format()?,
+        PayloadFormat::Defined => Err(Rejection::new(
+            RejectCode::InvalidPayload,
+            "a defined format is read through its connector definition",
+        ))?,
     };
     if rows.len() > MAX_ROWS {
         return Err(Rejection::new(

@@ -179,6 +179,11 @@ async fn ops_route(
                     .map(|(k, v)| (k.to_owned(), v.to_owned()))
                     .collect(),
                 principal: principal_from_apigw(&request),
+                if_match: request
+                    .headers
+                    .get("if-match")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
                 body,
             };
             handle_ops(service, ops).await

@@ -105,6 +105,15 @@ impl ConnectorDirectory for CachedConnectors {
         }
         Ok(config)
     }
+
+    /// Versions never change: asked of the store each time (a replay under an old version is rare).
+    async fn definition_version(
+        &self,
+        id: &ConnectorId,
+        version: u64,
+    ) -> Result<Option<crate::domain::definition::Definition>, StoreError> {
+        self.inner.definition_version(id, version).await
+    }
 }
 
 #[cfg(test)]

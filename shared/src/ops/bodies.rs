@@ -242,6 +242,37 @@ pub struct ConnectorList {
     pub connectors: Vec<ConnectorView>,
 }
 
+/// `DefinitionStored` (`PUT /v1/connectors/{id}`): the version now current, and whether this
+/// request `created` the connector, `updated` it or found it `unchanged`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DefinitionStored {
+    pub connector: String,
+    pub version: u64,
+    pub outcome: &'static str,
+}
+
+/// `ConnectorDefinition` (`GET /v1/connectors/{id}`): the current definition as it was sent
+/// (`null` for a connector configured before definitions, version 0) and every version.
+#[derive(Debug, Clone, Serialize)]
+pub struct DefinitionView {
+    pub connector: ConnectorId,
+    pub source_account: SourceAccount,
+    /// `webhook`, `pull` or `drop`.
+    pub transport: &'static str,
+    pub payload_format: PayloadFormat,
+    pub version: u64,
+    pub definition: Option<serde_json::Value>,
+    pub versions: Vec<DefinitionSummary>,
+}
+
+/// One stored version, oldest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct DefinitionSummary {
+    pub version: u64,
+    pub recorded_at: Timestamp,
+    pub recorded_by: Option<String>,
+}
+
 /// One connector of `ConnectorList`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ConnectorView {

@@ -48,6 +48,7 @@
 
 mod archive;
 pub mod bodies;
+mod connectors;
 pub mod console;
 mod deliveries;
 mod diff;
@@ -115,6 +116,8 @@ pub struct OpsRequest {
     pub query: HashMap<String, String>,
     /// From the authorizer; `None` when the caller is not authenticated.
     pub principal: Option<Principal>,
+    /// The `If-Match` header, for the versioned writes.
+    pub if_match: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -170,6 +173,8 @@ enum OpsError {
         public: &'static str,
         internal: String,
     },
+    /// A precondition of a versioned write failed (412 stale `If-Match`, 428 none sent).
+    Precondition(u16, &'static str, String),
     /// A connector definition with problems (HTTP 422, every problem with its pointer).
     Definition(Vec<crate::domain::definition::Problem>),
 }
@@ -198,6 +203,7 @@ impl OpsError {
             Self::Invalid(m) => HttpResponse::error(400, "invalid_request", &m),
             Self::AlreadyResolved(m) => HttpResponse::error(409, "already_resolved", &m),
             Self::Conflict(code, m) => HttpResponse::error(409, code, &m),
+            Self::Precondition(status, code, m) => HttpResponse::error(status, code, &m),
             Self::SupplierUnavailable(m) => HttpResponse::error(502, "supplier_unavailable", &m),
             Self::Unavailable { public, internal } => {
                 error!(error = %internal, "ops request failed");

@@ -5,7 +5,7 @@
 
 use super::{ArchivedObject, QuarantineResolution, ResolutionEvent};
 use crate::domain::connector::ConnectorConfig;
-use crate::domain::ids::TenantId;
+use crate::domain::ids::{ConnectorId, TenantId};
 use crate::domain::model::{Observation, QuarantineEntry};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{ArtifactError, ArtifactStore, ConnectorDirectory, StoreError};
@@ -36,6 +36,38 @@ impl QuarantineTransition<'_> {
     }
 }
 
+/// A connector definition to store as the connector's version `config.version`: the
+/// configuration made from it, and the document as the operator sent it.
+#[derive(Debug, Clone, Copy)]
+pub struct DefinitionWrite<'a> {
+    /// Made by `Definition::to_config`, its `version` the one to write.
+    pub config: &'a ConnectorConfig,
+    pub document: &'a serde_json::Value,
+    /// Who stored it (the token's subject) and when.
+    pub recorded_by: Option<&'a str>,
+    pub recorded_at: Timestamp,
+}
+
+/// How a definition write ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefinitionWritten {
+    Stored,
+    /// The id belongs to another tenant: nothing written.
+    Taken,
+    /// Another version was stored first: nothing written.
+    VersionMoved,
+}
+
+/// One stored version of a connector definition (append-only).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DefinitionVersion {
+    pub version: u64,
+    pub recorded_at: Timestamp,
+    pub recorded_by: Option<String>,
+    /// The document as it was sent.
+    pub document: serde_json::Value,
+}
+
 /// The evidence-table reads and writes of the ops routes beyond the protocol ports.
 #[async_trait]
 pub trait OpsStore: SourceQuarantineStore + ConnectorDirectory {
@@ -53,6 +85,18 @@ pub trait OpsStore: SourceQuarantineStore + ConnectorDirectory {
         &self,
         transition: &QuarantineTransition<'_>,
     ) -> Result<bool, StoreError>;
+    /// Stores a definition as the connector's next version and its configuration as the
+    /// connector's, in one transaction: written only while the connector is absent or the
+    /// tenant's at version `config.version - 1`.
+    async fn put_definition(
+        &self,
+        write: &DefinitionWrite<'_>,
+    ) -> Result<DefinitionWritten, StoreError>;
+    /// Every stored definition version of a connector, oldest first.
+    async fn definition_versions(
+        &self,
+        connector: &ConnectorId,
+    ) -> Result<Vec<DefinitionVersion>, StoreError>;
     /// A tenant's connectors, by id.
     async fn connectors_of(&self, tenant: &TenantId) -> Result<Vec<ConnectorConfig>, StoreError>;
     /// The stored observation `id`; a record that does not decode is an error (unlike

@@ -27,11 +27,21 @@ pub struct PreviewRequest {
     pub sample_base64: Option<String>,
 }
 
+/// `POST /v1/connectors/{id}/preview`: the sample alone, read under the stored definition.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SampleRequest {
+    #[serde(default)]
+    pub sample: Option<String>,
+    #[serde(default)]
+    pub sample_base64: Option<String>,
+}
+
 impl OpsService {
     /// `POST /v1/connector-previews`.
     pub(super) async fn connector_preview(&self, _principal: &Principal, body: &[u8]) -> OpsResult {
         let request = preview_request(body)?;
-        let sample = sample_of(&request)?;
+        let sample = sample_of(request.sample.as_ref(), request.sample_base64.as_ref())?;
         let definition = Definition::read(&request.definition).map_err(OpsError::Definition)?;
         let mapping = Mapping::compile(&definition).map_err(OpsError::Definition)?;
         super::reply(200, &preview(&definition, &mapping, &sample))
@@ -48,8 +58,11 @@ fn preview_request(body: &[u8]) -> Result<PreviewRequest, OpsError> {
 }
 
 /// The sample's bytes: exactly one of `sample` (text) and `sample_base64`.
-fn sample_of(request: &PreviewRequest) -> Result<Vec<u8>, OpsError> {
-    match (&request.sample, &request.sample_base64) {
+pub(super) fn sample_of(
+    text: Option<&String>,
+    base64: Option<&String>,
+) -> Result<Vec<u8>, OpsError> {
+    match (text, base64) {
         (Some(text), None) => Ok(text.clone().into_bytes()),
         (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
             .decode(encoded.trim())

@@ -95,6 +95,11 @@ async fn route(service: &OpsService, principal: &Principal, request: &OpsRequest
             Some(result) => Routed::Done(result),
             None => wrong_method(parts),
         },
+        ("PUT", ["v1", "connectors", id]) => Routed::Done(
+            service
+                .put_connector(principal, id, request.if_match.as_deref(), &request.body)
+                .await,
+        ),
         (_, parts) => wrong_method(parts),
     }
 }
@@ -131,6 +136,7 @@ async fn get_route(
                 .await
         }
         ["v1", "connectors"] => service.connectors(principal).await,
+        ["v1", "connectors", id] => service.connector_definition(principal, id).await,
         ["v1", "items", item, "timeline"] => service.timeline(principal, item).await,
         ["v1", "observations", id, "artifact"] => service.observation_artifact(principal, id).await,
         _ => return None,
@@ -159,6 +165,7 @@ async fn post_route(
         }
         ["v1", "connectors", connector, "runs"] => service.start_run(principal, connector).await,
         ["v1", "connector-previews"] => service.connector_preview(principal, body).await,
+        ["v1", "connectors", id, "preview"] => service.stored_preview(principal, id, body).await,
         _ => return None,
     })
 }
@@ -181,7 +188,9 @@ fn wrong_method(parts: &[&str]) -> Routed {
         | ["v1", "source-quarantines"]
         | ["v1", "source-quarantines", _, "lift"]
         | ["v1", "connectors", _, "runs"]
+        | ["v1", "connectors", _, "preview"]
         | ["v1", "connector-previews"] => Routed::MethodNotAllowed("POST"),
+        ["v1", "connectors", _] => Routed::MethodNotAllowed("GET, PUT"),
         _ => Routed::Done(Err(OpsError::NotFound("no such route".into()))),
     }
 }

@@ -337,6 +337,7 @@ impl System {
                     .into_iter()
                     .collect(),
                 principal: Some(self.operator()),
+                if_match: None,
                 body: if body.is_null() {
                     Vec::new()
                 } else {

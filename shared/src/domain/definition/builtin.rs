@@ -5,9 +5,9 @@
 use crate::domain::connector::PayloadFormat;
 use serde_json::{json, Value};
 
-/// The `format` and `fields` of a definition equal to `format`. Nothing is trimmed: the first
-/// release read values as sent.
-pub fn reading_of(format: PayloadFormat) -> Value {
+/// The `format` and `fields` of a definition equal to `format` (none for `defined`, which is
+/// read through its own definition). Nothing is trimmed: the first release read values as sent.
+pub fn reading_of(format: PayloadFormat) -> Option<Value> {
     let path = |name: &str| json!({ "path": format!("$.{name}"), "trim": false });
     let column = |name: &str| json!({ "column": name, "trim": false });
     let field: &dyn Fn(&str) -> Value = match format {
@@ -33,8 +33,9 @@ pub fn reading_of(format: PayloadFormat) -> Value {
             "kind": "json", "rows": "$.data.offers[*]", "envelope": "cloudevents"
         }),
         PayloadFormat::CsvOffersV1 => json!({ "kind": "csv", "encoding": "utf-8" }),
+        PayloadFormat::Defined => return None,
     };
-    json!({ "format": format, "fields": fields })
+    Some(json!({ "format": format, "fields": fields }))
 }
 
 #[cfg(test)]
@@ -46,7 +47,7 @@ mod tests {
     use crate::domain::normalize::{normalize_and_fingerprint, normalize_mapped};
 
     fn mapping(format: PayloadFormat, rule: CanonicalizationRule) -> Mapping {
-        let mut document = reading_of(format);
+        let mut document = reading_of(format).expect("a first-release format");
         let (transport, identity) = match format {
             PayloadFormat::AcmeExportV1 => (
                 json!({"kind": "pull", "url": "https://x.example/e", "pagination": {"kind": "page_number"}}),
@@ -55,7 +56,7 @@ mod tests {
             PayloadFormat::CloudEventsOffersV1 => {
                 (json!({"kind": "webhook"}), json!({"kind": "cloudevents"}))
             }
-            PayloadFormat::CsvOffersV1 => (
+            PayloadFormat::CsvOffersV1 | PayloadFormat::Defined => (
                 json!({"kind": "drop"}),
                 json!({"kind": "file_name_and_content"}),
             ),

@@ -9,6 +9,7 @@
 
 pub mod builtin;
 mod check;
+mod config;
 pub mod preview;
 #[cfg(test)]
 mod tests;

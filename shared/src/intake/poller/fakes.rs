@@ -30,6 +30,8 @@ pub fn acme_eu(export_url: &str, max_attempts: u32) -> ConnectorConfig {
             max_attempts,
             allowed_hosts: Vec::new(),
         }),
+        version: None,
+        definition: None,
     }
 }
 

@@ -383,7 +383,7 @@ fn parse_payload(
     content_type: &str,
     body: &[u8],
 ) -> Result<Option<Value>, Refusal> {
-    if is_json_format(config.payload_format) {
+    if is_json_format(config) {
         if !is_json_content_type(content_type) {
             return Err(refuse(
                 400,
@@ -406,20 +406,18 @@ fn parse_payload(
     }
 }
 
-/// Webhook connectors name deliveries by CloudEvents ids or `webhook-id`; a pull connector
-/// (export pages) or a drop connector (file versions) takes no webhook.
+/// Only a webhook connector takes webhooks: a pull connector (export pages) or a drop
+/// connector (file versions) does not.
 fn takes_webhooks(config: &ConnectorConfig) -> bool {
-    match config.identity_rule {
-        IdentityRule::CloudEventsSourceId | IdentityRule::WebhookId => true,
-        IdentityRule::ExportPage | IdentityRule::FileVersion => false,
-    }
+    config.transport_kind() == "webhook"
 }
 
 /// Formats whose bodies must be JSON (checked here, so a malformed one is refused at the door).
-fn is_json_format(format: PayloadFormat) -> bool {
-    match format {
+fn is_json_format(config: &ConnectorConfig) -> bool {
+    match config.payload_format {
         PayloadFormat::AcmeExportV1 | PayloadFormat::CloudEventsOffersV1 => true,
         PayloadFormat::CsvOffersV1 => false,
+        PayloadFormat::Defined => config.content_type() == "application/json",
     }
 }
 

@@ -115,6 +115,8 @@ fn acme_events() -> ConnectorConfig {
         max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         clock_skew_seconds: crate::domain::connector::DEFAULT_CLOCK_SKEW_SECONDS,
         pull: None,
+        version: None,
+        definition: None,
     }
 }
 

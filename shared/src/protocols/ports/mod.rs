@@ -189,6 +189,20 @@ pub trait EvidenceStore: Send + Sync {
 #[async_trait]
 pub trait ConnectorDirectory: Send + Sync {
     async fn connector(&self, id: &ConnectorId) -> Result<Option<ConnectorConfig>, StoreError>;
+
+    /// Version `version` of connector `id`'s definition (versions never change once stored).
+    /// This default knows the current version only; the evidence table answers for every one.
+    async fn definition_version(
+        &self,
+        id: &ConnectorId,
+        version: u64,
+    ) -> Result<Option<crate::domain::definition::Definition>, StoreError> {
+        Ok(self
+            .connector(id)
+            .await?
+            .filter(|c| c.version == Some(version))
+            .and_then(|c| c.definition.map(|d| *d)))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
