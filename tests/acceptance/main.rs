@@ -32,5 +32,6 @@ mod read_path;
 mod request_budget;
 mod runs;
 mod soak;
+mod suppliers;
 mod telemetry;
 mod template;

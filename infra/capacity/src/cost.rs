@@ -267,6 +267,7 @@ impl<'w> Sim<'w> {
             },
             dedup_confidence: DedupConfidence::WithinHorizon,
             previous_epoch: None,
+            connector_version: None,
         }
     }
 

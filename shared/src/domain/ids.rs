@@ -261,6 +261,22 @@ impl SourceDeliveryId {
         .unwrap_or_else(|_| Self::digest("file-", &["file_version", file, version]))
     }
 
+    /// A snapshot id the body holds (a connector's `body` identity): `snapshot:{id}`, so it
+    /// never equals a `webhook-id` or a file's name under the same connector. When that is not
+    /// a valid id: `snap-{sha256 hex}` over (`snapshot`, id) as netstrings.
+    pub fn snapshot(id: &str) -> Self {
+        Self::parse(&format!("snapshot:{id}"))
+            .unwrap_or_else(|_| Self::digest("snap-", &["snapshot", id]))
+    }
+
+    /// A dropped file by its name alone (a connector's `file_name` identity): `{file}@name`;
+    /// after the last `@` it says `name`, never `sha256:` or `version:`. When that is not a
+    /// valid id: `file-{sha256 hex}` over (`file_name`, file) as netstrings.
+    pub fn file_name(file: &str) -> Self {
+        Self::parse(&format!("{file}@name"))
+            .unwrap_or_else(|_| Self::digest("file-", &["file_name", file]))
+    }
+
     /// The fallback identity: `fb-{sha256 hex}` over every field of [`FallbackFields`] as
     /// netstrings.
     pub fn fallback(fields: &FallbackFields<'_>) -> Self {

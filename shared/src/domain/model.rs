@@ -63,6 +63,10 @@ pub struct ReplayRecord {
     /// compared under that rule, whatever the connector declares today.
     pub fingerprint: Fingerprint,
     pub payload_format: PayloadFormat,
+    /// For a `defined` format: the connector definition version the payload was read under;
+    /// retries are read under that version, whatever the connector's current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector_version: Option<u64>,
     pub payload_sha256: String,
     pub artifact_key: String,
     pub content_type: String,
@@ -245,6 +249,10 @@ pub struct QuarantineEntry {
     pub evidence_sha256: String,
     pub first_seen_at: Timestamp,
     pub status: String,
+    /// For the rows a connector's `quarantine_rows` policy set aside: each row's place and
+    /// reason (the delivery's other rows are its observations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_rows: Option<Vec<crate::domain::normalize::RefusedRow>>,
 }
 
 pub const QUARANTINE_OPEN: &str = "open";

@@ -16,7 +16,9 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 mod mapped;
+mod reading;
 pub use mapped::{normalize_mapped, Normalized, RefusedRow};
+pub use reading::{Read, Reading};
 
 /// One source claim about one item, before it gets its delivery-scoped identity.
 #[derive(Debug, Clone, PartialEq, Eq)]

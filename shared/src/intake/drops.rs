@@ -4,7 +4,7 @@
 //! version is provenance: the envelope's claim check points at that exact version, and the body
 //! is not copied. docs/adr/0026-file-drops-named-by-content.md has the rule and its limits.
 
-use crate::domain::connector::ConnectorConfig;
+use crate::domain::connector::{ConnectorConfig, IdentityRule};
 use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
 use crate::domain::ids::{ConnectorId, DeliveryKey, IdentityStrength, SourceDeliveryId};
 use crate::intake::{DeliveryQueue, QueueError};
@@ -100,7 +100,7 @@ impl DropService {
             &key,
             basis,
             self.clock.now(),
-            config.payload_format.content_type(),
+            config.content_type(),
             None,
             &[],
         );
@@ -135,8 +135,14 @@ impl DropService {
             (id, "file_version")
         };
         let limit = config.max_body_bytes;
+        if config.identity_rule == IdentityRule::FileName {
+            return Ok((SourceDeliveryId::file_name(file), "file_name"));
+        }
         if object.size > limit {
             return Ok(by_version());
+        }
+        if let Some(id) = self.snapshot_id(config, object).await? {
+            return Ok((id, "snapshot_id"));
         }
         match self
             .objects
@@ -155,6 +161,36 @@ impl DropService {
             ))),
             Err(other) => Err(other.into()),
         }
+    }
+}
+
+impl DropService {
+    /// For a connector whose definition names deliveries by a snapshot id in the body: that
+    /// id, read from the dropped version (`None` when the file holds none: named by content).
+    async fn snapshot_id(
+        &self,
+        config: &ConnectorConfig,
+        object: &DroppedObject,
+    ) -> Result<Option<SourceDeliveryId>, DropError> {
+        let Some(definition) = config.definition.as_deref() else {
+            return Ok(None);
+        };
+        if config.identity_rule != IdentityRule::SnapshotId {
+            return Ok(None);
+        }
+        let body = self
+            .objects
+            .fetch(
+                &object.bucket,
+                &object.key,
+                object.version_id.as_deref(),
+                config.max_body_bytes,
+            )
+            .await?;
+        Ok(definition
+            .identity
+            .snapshot_in(&body)
+            .map(|id| SourceDeliveryId::snapshot(&id)))
     }
 }
 

@@ -288,6 +288,7 @@ fn mismatch_entry() -> QuarantineEntry {
         evidence_sha256: "ab".into(),
         first_seen_at: at("2026-11-29T08:00:00Z"),
         status: STATUS_ACCEPTED.into(),
+        refused_rows: None,
     }
 }
 

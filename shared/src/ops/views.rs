@@ -14,7 +14,7 @@ use super::{reply, OpsError, OpsResult, OpsService, MAX_DIFF_BYTES, STATUS_OPEN}
 use crate::domain::connector::ConnectorConfig;
 use crate::domain::ids::ObservationId;
 use crate::domain::model::{QuarantineEntry, QuarantineKind, SourceRef};
-use crate::domain::normalize::normalize;
+use crate::domain::normalize::Reading;
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::projection::{ProjectionKey, ProjectionStore};
 use crate::protocols::query::{ObservationBody, Principal, QueryError, QueryService};
@@ -197,8 +197,9 @@ impl OpsService {
             Ok(body) => body,
             Err(e) => return unreadable(super::quarantine::unreadable_artifact(e)),
         };
-        let rows = match normalize(config.payload_format, config.canonicalization, &body) {
-            Ok(rows) => rows,
+        let read = Reading::of(&config).read(config.canonicalization, &body);
+        let rows = match read {
+            Ok(read) => read.rows,
             Err(e) => return unreadable(format!("the quarantined payload does not parse: {e}")),
         };
         rows.into_iter()

@@ -43,5 +43,6 @@ pub(super) fn quarantine(
         evidence_sha256: sha.to_owned(),
         first_seen_at: at,
         status: QUARANTINE_OPEN.into(),
+        refused_rows: None,
     }
 }

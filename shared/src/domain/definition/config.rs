@@ -72,6 +72,23 @@ impl Definition {
 }
 
 impl Identity {
+    /// For a `body` identity: the snapshot id at its path in a JSON `body` (a string, or a
+    /// number as written); `None` when the body is not JSON or holds none there.
+    pub fn snapshot_in(&self, body: &[u8]) -> Option<String> {
+        let Identity::Body { path } = self else {
+            return None;
+        };
+        let root = crate::domain::canonical_json::parse_node(body).ok()?;
+        let path = crate::domain::mapping::json_path::JsonPath::parse(path).ok()?;
+        match path.select(&root)? {
+            crate::domain::canonical_json::Node::String(text) if !text.is_empty() => {
+                Some(text.to_string())
+            }
+            crate::domain::canonical_json::Node::Number(text) => Some(text.to_string()),
+            _ => None,
+        }
+    }
+
     /// The intake rule this identity asks for.
     pub fn rule(&self) -> IdentityRule {
         match self {

@@ -7,10 +7,10 @@ use crate::domain::canonical_json::canonical_bytes;
 use crate::domain::fingerprint::{CanonicalizationRule, Fingerprint};
 use crate::domain::mapping::{Mapping, PageRead};
 use crate::domain::reject::{RejectCode, Rejection};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A row the definition's rules refused: where it is in the body, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefusedRow {
     /// `line 7` (CSV, XML), `/data/items/3` (JSON).
     pub place: String,
@@ -58,7 +58,7 @@ pub fn normalize_mapped(
         };
         Rejection::new(code, why)
     })?;
-    let fingerprint = fingerprint(mapping, rule, body)?;
+    let fingerprint = fingerprint_under(mapping, rule, body)?;
     let (mut rows, refused) = validate_rows(&page);
     refuse_ambiguous(&rows)?;
     if rule.orders_rows_canonically() {
@@ -111,7 +111,7 @@ fn validate_rows(page: &PageRead) -> (Vec<NormalizedRow>, Vec<RefusedRow>) {
 
 /// The payload's fingerprint: the bytes for `bytes-v1`, the canonical JSON (rows ordered at
 /// the rows path for the unordered rule) otherwise.
-fn fingerprint(
+pub(super) fn fingerprint_under(
     mapping: &Mapping,
     rule: CanonicalizationRule,
     body: &[u8],

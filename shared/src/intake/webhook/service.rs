@@ -448,7 +448,8 @@ fn is_json_content_type(value: &str) -> bool {
     }
 }
 
-/// The strongest identity the request gives: CloudEvents `source` + `id` (unless the connector
+/// The strongest identity the request gives: the snapshot id in the body (for a connector whose
+/// definition names deliveries by it), CloudEvents `source` + `id` (unless the connector
 /// names deliveries by `webhook-id` only), then the `webhook-id` header, then the fallback over
 /// (source account, endpoint, no page cursor, `webhook-timestamp`, payload sha256).
 fn identify(
@@ -458,6 +459,13 @@ fn identify(
     document: Option<&Value>,
     body: &[u8],
 ) -> Identity {
+    if let Some(snapshot) = snapshot_id(config, body) {
+        return Identity {
+            id: SourceDeliveryId::snapshot(&snapshot),
+            strength: IdentityStrength::Source,
+            basis: "snapshot_id",
+        };
+    }
     if config.identity_rule != IdentityRule::WebhookId {
         if let Some((source, id)) = document.and_then(cloud_event_id) {
             return Identity {
@@ -487,6 +495,15 @@ fn identify(
         strength: IdentityStrength::Fallback,
         basis: "fallback",
     }
+}
+
+/// The snapshot id the body holds, for a connector whose definition names deliveries by it:
+/// the same snapshot sent again under a new `webhook-id` is then the same delivery.
+fn snapshot_id(config: &ConnectorConfig, body: &[u8]) -> Option<String> {
+    if config.identity_rule != IdentityRule::SnapshotId {
+        return None;
+    }
+    config.definition.as_deref()?.identity.snapshot_in(body)
 }
 
 /// `source` and `id` of a CloudEvents structured-mode document (`specversion` present).

@@ -120,6 +120,7 @@ fn fresh_record(d: &Delivery, epoch: u32, previous_epoch: Option<PriorEpoch>) ->
         },
         fingerprint: d.fingerprint.clone(),
         payload_format: d.connector.payload_format,
+        connector_version: d.connector.version,
         payload_sha256: d.payload_sha256.clone(),
         artifact_key: d.artifact_key.clone(),
         content_type: d.envelope.content_type.clone(),

@@ -24,6 +24,7 @@ mod artifact;
 mod fresh;
 mod keys;
 mod outcome;
+mod recorded;
 mod refusals;
 mod staged;
 
@@ -43,7 +44,7 @@ use crate::domain::model::{
     CorrectionRules, Observation, ReplayRecord, ReplayState, SourceRef, CLAIM_SOURCE_REPORTED,
     VERIFICATION_UNVERIFIED,
 };
-use crate::domain::normalize::{normalize, normalize_and_fingerprint, NormalizedRow};
+use crate::domain::normalize::{NormalizedRow, Reading, RefusedRow};
 use crate::domain::reject::{RejectCode, Rejection};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{
@@ -106,6 +107,8 @@ struct Delivery {
     /// Fingerprint and rows under the connector's current rule.
     fingerprint: Fingerprint,
     rows: Vec<NormalizedRow>,
+    /// Rows the connector's definition set aside (`quarantine_rows`): one quarantine entry.
+    refused: Vec<RefusedRow>,
     now: Timestamp,
     /// Per-attempt randomness for transaction tokens.
     nonce: u64,
@@ -210,6 +213,8 @@ impl IngestService {
         self.crash_point(CrashPoint::BeforeArtifact)?;
         let written = self.put_artifact(&delivery).await?;
         self.crash_point(CrashPoint::AfterArtifact)?;
+        // Before anything is committed, so that no stored delivery lacks its entry.
+        self.quarantine_refused_rows(&delivery).await?;
         // A new object is a fresh delivery (or a changed payload under an old key): go straight
         // to the transaction. An existing one means this payload came before: ask the record.
         let first = match written {
@@ -261,9 +266,9 @@ impl IngestService {
             BodyRef::Inline { .. } => Failure::Refused(rejection),
         };
         // One parse of the body gives the rows and the fingerprint.
-        let (rows, fingerprint) =
-            normalize_and_fingerprint(connector.payload_format, connector.canonicalization, &body)
-                .map_err(refused)?;
+        let read = Reading::of(&connector)
+            .read(connector.canonicalization, &body)
+            .map_err(refused)?;
         let artifact_key = artifact_key(&key, &payload_sha256);
         Ok(Delivery {
             envelope: envelope.clone(),
@@ -273,8 +278,9 @@ impl IngestService {
             body,
             payload_sha256,
             artifact_key,
-            fingerprint,
-            rows,
+            fingerprint: read.fingerprint,
+            rows: read.rows,
+            refused: read.refused,
             now: self.clock.now(),
             nonce: attempt_nonce(),
             rules,
@@ -470,7 +476,7 @@ impl IngestService {
         record: &ReplayRecord,
         progress: &mut Progress,
     ) -> Result<Step, IngestError> {
-        let received = self.received_fingerprint(d, record);
+        let received = self.received_fingerprint(d, record).await?;
         if received == record.fingerprint {
             // Same payload under the rule recorded with the original.
             return Ok(Step::Probe(received));
@@ -511,50 +517,6 @@ impl IngestService {
         }
         warn!(epoch, "observation ids of earlier epochs exist without a replay record: stored beyond the horizon");
         Ok(Step::FreshAfterDeletedRecord(epoch))
-    }
-
-    /// The received payload's fingerprint under the rule and format recorded with `record`.
-    fn received_fingerprint(&self, d: &Delivery, record: &ReplayRecord) -> Fingerprint {
-        if record.fingerprint.rule == d.fingerprint.rule
-            && record.payload_format == d.connector.payload_format
-        {
-            return d.fingerprint.clone();
-        }
-        // Under another format the payload may not even parse: then it is a different payload.
-        fingerprint_of(record.fingerprint.rule, record.payload_format, &d.body).unwrap_or_else(
-            |_| Fingerprint {
-                rule: record.fingerprint.rule,
-                sha256_hex: d.payload_sha256.clone(),
-            },
-        )
-    }
-
-    /// Rows in the order the record's rule assigns indices, even if the connector changed since.
-    fn rows_for(
-        &self,
-        d: &Delivery,
-        record: &ReplayRecord,
-    ) -> Result<Vec<NormalizedRow>, IngestError> {
-        let rows = if record.fingerprint.rule == d.fingerprint.rule
-            && record.payload_format == d.connector.payload_format
-        {
-            d.rows.clone()
-        } else {
-            normalize(record.payload_format, record.fingerprint.rule, &d.body).map_err(|e| {
-                StoreError::Invariant(format!(
-                    "payload no longer normalizes under its recorded rule: {e}"
-                ))
-            })?
-        };
-        if rows.len() != record.observation_ids.len() {
-            return Err(StoreError::Invariant(format!(
-                "record lists {} observations but the payload has {} rows",
-                record.observation_ids.len(),
-                rows.len()
-            ))
-            .into());
-        }
-        Ok(rows)
     }
 
     /// The observations of `rows` under `record`. Each row is attributed to the item the

@@ -9,7 +9,8 @@ use crate::domain::fingerprint::Fingerprint;
 use crate::domain::hashing::{base32_lower, hex, sha256};
 use crate::domain::ids::UNREADABLE_ENVELOPE_TENANT;
 use crate::domain::model::{QuarantineEntry, QuarantineKind, ReplayRecord, QUARANTINE_OPEN};
-use crate::domain::reject::Rejection;
+use crate::domain::normalize::refusal_of;
+use crate::domain::reject::{RejectCode, Rejection};
 use crate::protocols::ports::{ArtifactMeta, CrashPoint};
 use tracing::warn;
 
@@ -53,6 +54,7 @@ impl IngestService {
             evidence_sha256: d.payload_sha256.clone(),
             first_seen_at: d.now,
             status: QUARANTINE_OPEN.to_owned(),
+            refused_rows: None,
         };
         self.store.put_quarantine(&entry).await?;
         self.crash_point(CrashPoint::AfterQuarantineEntry)?;
@@ -64,6 +66,58 @@ impl IngestService {
             received_fingerprint: received,
             evidence_key: d.artifact_key.clone(),
         }))
+    }
+
+    /// The rows a `quarantine_rows` definition set aside, in one entry beside the delivery that
+    /// stores the other rows: each row's place and reason, the payload's raw artifact as the
+    /// evidence. Written before the delivery commits; its id is the payload's under its key,
+    /// so every attempt files the same entry.
+    pub(super) async fn quarantine_refused_rows(&self, d: &Delivery) -> Result<(), IngestError> {
+        if d.refused.is_empty() {
+            return Ok(());
+        }
+        let quarantine_id = format!(
+            "r_{}",
+            base32_lower(
+                &sha256(format!("refused_rows\n{}\n{}", d.key_text, d.payload_sha256).as_bytes())
+                    [..16]
+            )
+        );
+        let summary = refusal_of(
+            d.refused
+                .iter()
+                .map(|r| Rejection::new(r.code, format!("{}: {}", r.place, r.reason)))
+                .collect(),
+        );
+        let (code, listed) = summary.map_or((RejectCode::InvalidRow, String::new()), |r| {
+            (r.code, r.message)
+        });
+        let entry = QuarantineEntry {
+            quarantine_id: quarantine_id.clone(),
+            kind: QuarantineKind::Rejected,
+            reason_code: code.as_str().to_owned(),
+            message: format!(
+                "{} of {} rows set aside by the connector's row policy (quarantine_rows); the \
+                 other rows are the delivery's observations. {listed}",
+                d.refused.len(),
+                d.refused.len() + d.rows.len()
+            ),
+            tenant: d.key.tenant.to_string(),
+            connector: Some(d.key.connector.to_string()),
+            delivery_key: Some(d.key_text.clone()),
+            stored_fingerprint: None,
+            received_fingerprint: None,
+            stored_artifact_key: None,
+            stored_observation_ids: None,
+            evidence_key: d.artifact_key.clone(),
+            evidence_sha256: d.payload_sha256.clone(),
+            first_seen_at: d.now,
+            status: QUARANTINE_OPEN.to_owned(),
+            refused_rows: Some(d.refused.clone()),
+        };
+        self.store.put_quarantine(&entry).await?;
+        warn!(quarantine_id = %quarantine_id, rows = d.refused.len(), "rows set aside by the row policy");
+        Ok(())
     }
 
     /// Records a refusal with the whole message as evidence; the message is then acknowledged.
@@ -117,6 +171,7 @@ impl IngestService {
             evidence_sha256: digest_hex,
             first_seen_at: now,
             status: QUARANTINE_OPEN.to_owned(),
+            refused_rows: None,
         };
         self.store.put_quarantine(&entry).await?;
         self.crash_point(CrashPoint::AfterQuarantineEntry)?;

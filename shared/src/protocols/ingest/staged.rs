@@ -21,7 +21,7 @@ impl IngestService {
         d: &Delivery,
         record: ReplayRecord,
     ) -> Result<Step, IngestError> {
-        let rows = self.rows_for(d, &record)?;
+        let rows = self.rows_for(d, &record).await?;
         let rules = &d.rules;
         let observations = self.observations(&record, &rows, &d.connector, rules, d.now);
         let plan = checked_plan(&record, rows.len())?;

@@ -1,0 +1,215 @@
+//! Suppliers onboarded with a definition document and no code change, end to end through the
+//! local stack: the definition is stored with `PUT /v1/connectors/{id}`, the supplier's own
+//! files and webhooks flow through intake and ingest, and the offers read back carry exactly
+//! the values the preview of the same sample showed.
+
+use acceptance::load::post_signed_webhook;
+use acceptance::*;
+use base64::Engine;
+use serde_json::{json, Value};
+
+const OPERATOR: &str = LOCAL_OPERATOR;
+const READER: &str = LOCAL_READER;
+/// The local sample signing secret of the `snapshot-hooks` connector (`infra/local/secrets.json`;
+/// not a production secret).
+const SNAPSHOT_HOOKS_SECRET: &str =
+    "whsec_bG9jYWwtc2FtcGxlLXNlY3JldC1zbmFwc2hvdC1ob29rcy1ub3QtZm9yLXByb2R1Y3Rpb24=";
+
+fn fixture(supplier: &str, file: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/fixtures/suppliers/{supplier}/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn definition(supplier: &str) -> Value {
+    serde_json::from_slice(&fixture(supplier, "definition.json")).unwrap()
+}
+
+/// Stores `document` as a new connector (version 1).
+async fn onboard(stack: &local_stack::Stack, document: &Value) {
+    let id = document["connector"].as_str().unwrap();
+    let url = format!("{}/v1/connectors/{id}", stack.base_url());
+    let (status, answer) = call_with("PUT", url, Some(OPERATOR), None, document.clone()).await;
+    assert_eq!(status, 201, "{answer}");
+}
+
+/// The rows the stored definition's preview gives for `sample`.
+async fn previewed_rows(stack: &local_stack::Stack, id: &str, sample: &[u8]) -> Vec<Value> {
+    let url = format!("{}/v1/connectors/{id}/preview", stack.base_url());
+    let body = json!({ "sample_base64": base64::engine::general_purpose::STANDARD.encode(sample) });
+    let (status, answer) = call("POST", url, Some(OPERATOR), body).await;
+    assert_eq!(status, 200, "{answer}");
+    answer["rows"].as_array().unwrap().clone()
+}
+
+async fn drop_file(env: &TestEnv, connector: &str, file: &str, body: Vec<u8>) {
+    env.clients
+        .s3
+        .put_object()
+        .bucket(&env.bucket)
+        .key(format!("drops/{connector}/{file}"))
+        .body(body.into())
+        .send()
+        .await
+        .unwrap();
+}
+
+/// Waits until every previewed row is the current offer of its item, then checks each offer
+/// holds the row's values exactly.
+async fn offers_match(stack: &local_stack::Stack, connector: &str, rows: &[Value]) {
+    for row in rows {
+        let item = row["item"].as_str().unwrap().to_owned();
+        let url = format!("{}/v1/items/{}/offers", stack.base_url(), encode(&item));
+        let offer = current_offer(&url, connector).await;
+        for (offer_field, row_field) in [
+            ("source_record", "sku"),
+            ("quantity", "quantity"),
+            ("quantity_basis", "unit"),
+            ("price", "price"),
+            ("currency", "currency"),
+            ("observed_at", "observed_at"),
+        ] {
+            assert_eq!(
+                offer[offer_field], row[row_field],
+                "{item} {offer_field}: {offer}"
+            );
+        }
+    }
+}
+
+/// The offer of `connector` the offers route answers at `url`, once there is one (60 s at most).
+async fn current_offer(url: &str, connector: &str) -> Value {
+    for _ in 0..300 {
+        let (_, body) = call("GET", url.to_owned(), Some(READER), Value::Null).await;
+        let found = body["offers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|o| o["connector"] == connector);
+        if let Some(offer) = found {
+            return offer.clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("no offer of {connector} at {url}");
+}
+
+/// Percent-encodes what a path segment cannot hold as it is.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b':' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// The replay records of a connector's deliveries, as stored.
+async fn replay_records(env: &TestEnv, connector: &str) -> Vec<Value> {
+    env.table_items(&env.table)
+        .await
+        .into_iter()
+        .map(|item| serde_dynamo::from_item::<_, Value>(item).unwrap())
+        .filter(|v| v["entity"] == "replay" && v["connector"] == connector)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_german_csv_and_an_xml_catalog_dropped_as_files_become_offers() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    for (supplier, file) in [
+        ("lieferant-de", "bestand-2026-11-29.csv"),
+        ("xml-catalog", "catalog-2026-11-29.xml"),
+    ] {
+        let document = definition(supplier);
+        let id = document["connector"].as_str().unwrap().to_owned();
+        onboard(&stack, &document).await;
+        let sample = fixture(supplier, file);
+        let rows = previewed_rows(&stack, &id, &sample).await;
+        assert!(rows.len() >= 2, "{supplier}: {rows:?}");
+        drop_file(&env, &id, file, sample).await;
+        offers_match(&stack, &id, &rows).await;
+        let records = replay_records(&env, &id).await;
+        assert_eq!(records.len(), 1, "{supplier}: one file, one delivery");
+        assert_eq!(records[0]["payload_format"], "defined");
+        assert_eq!(records[0]["connector_version"], 1, "{}", records[0]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_snapshot_resent_under_a_new_webhook_id_is_one_delivery() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    let document = definition("snapshot-webhooks");
+    let id = document["connector"].as_str().unwrap().to_owned();
+    onboard(&stack, &document).await;
+    let body = fixture("snapshot-webhooks", "snapshot-8812.json");
+    let rows = previewed_rows(&stack, &id, &body).await;
+    let url = format!("{}/v1/webhooks/{id}", stack.base_url());
+    for message_id in ["msg_2Lq1", "msg_9Zr7"] {
+        let status =
+            post_signed_webhook(&url, SNAPSHOT_HOOKS_SECRET, message_id, body.clone()).await;
+        assert_eq!(status, 202, "{message_id}");
+    }
+    offers_match(&stack, &id, &rows).await;
+    wait_until("both messages counted on one record", || async {
+        let records = replay_records(&env, &id).await;
+        records.len() == 1 && records[0]["attempts"] == 2
+    })
+    .await;
+    let records = replay_records(&env, &id).await;
+    assert_eq!(records[0]["source_delivery_id"], "snapshot:SNAP-8812");
+    assert_eq!(records[0]["identity_basis"], "snapshot_id");
+    assert_eq!(records[0]["identity_strength"], "source");
+}
+
+/// The German supplier's file with three bad rows (lines 3, 5 and 6) among two good ones.
+fn file_with_three_bad_rows() -> Vec<u8> {
+    let text = "Artikelnummer;Bestand;Einheit;Preis;Währung;Stand\r\n\
+                LM358DR;1.500;Stk;0,42;EUR;29.11.2026 08:00\r\n\
+                AX-440-R2;viele;Stk;1,00;EUR;29.11.2026 08:00\r\n\
+                NE555P;40;Stk;0,21;EUR;29.11.2026 08:00\r\n\
+                TL072;5;Stk;1,0,0;EUR;29.11.2026 08:00\r\n\
+                LM317;5;Stk;0,80;XEU;29.11.2026 08:00\r\n";
+    text.chars().map(|c| c as u32 as u8).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn under_quarantine_rows_the_good_rows_are_stored_and_the_bad_in_one_entry() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    let document = definition("lieferant-de");
+    assert_eq!(document["row_policy"], "quarantine_rows");
+    onboard(&stack, &document).await;
+    let file = file_with_three_bad_rows();
+    let rows = previewed_rows(&stack, "lieferant-de", &file).await;
+    assert_eq!(rows.len(), 2);
+    drop_file(&env, "lieferant-de", "bestand-kaputt.csv", file).await;
+    offers_match(&stack, "lieferant-de", &rows).await;
+    let url = format!("{}/v1/quarantine", stack.base_url());
+    let (status, list) = call("GET", url, Some(OPERATOR), Value::Null).await;
+    assert_eq!(status, 200, "{list}");
+    let entries: Vec<&Value> = list["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["connector"] == "lieferant-de")
+        .collect();
+    assert_eq!(entries.len(), 1, "{list}");
+    let places: Vec<&str> = entries[0]["refused_rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["place"].as_str().unwrap())
+        .collect();
+    assert_eq!(places, ["line 3", "line 5", "line 6"], "{}", entries[0]);
+    let records = replay_records(&env, "lieferant-de").await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["observation_count"], 2, "{}", records[0]);
+    assert_eq!(records[0]["artifact_key"], entries[0]["evidence_key"]);
+}
