@@ -229,3 +229,55 @@ async fn the_stored_definition_previews_a_sample_and_stores_nothing() {
         (409, &json!("no_definition"))
     );
 }
+
+/// The local stack seeds its sample definitions through the checks of the `PUT` route: a
+/// valid one becomes version 1 of its connector, a refused one stops the seed with every
+/// problem and its pointer, and nothing of it is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_seed_goes_through_the_same_checks() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    let store = feedsafe::aws::dynamo::DynamoEvidenceStore::new(
+        env.clients.dynamodb.clone(),
+        env.table.clone(),
+    );
+    let dir = std::env::temp_dir().join(format!(
+        "feedsafe-seed-{}-{}",
+        std::process::id(),
+        env.table
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("a.json"),
+        fixture("snapshot-webhooks", "definition.json"),
+    )
+    .unwrap();
+    local_stack::definitions::seed_definitions(&store, &dir)
+        .await
+        .unwrap();
+    let (status, shown) = get(&stack, OPERATOR, "snapshot-hooks").await;
+    assert_eq!(
+        (status, shown["version"].clone()),
+        (200, json!(1)),
+        "{shown}"
+    );
+    assert_eq!(shown["versions"][0]["recorded_by"], "local-stack seed");
+
+    let mut bad = definition("xml-catalog");
+    bad["horizon_days"] = json!(0);
+    bad["format"]["rows"] = json!("catalog//article");
+    std::fs::write(dir.join("b.json"), bad.to_string()).unwrap();
+    let refused = local_stack::definitions::seed_definitions(&store, &dir)
+        .await
+        .expect_err("a refused definition stops the seed")
+        .to_string();
+    assert!(refused.contains("/horizon_days"), "{refused}");
+    assert!(refused.contains("/format/rows"), "{refused}");
+    assert_eq!(
+        get(&stack, OPERATOR, bad["connector"].as_str().unwrap())
+            .await
+            .0,
+        404
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -20,6 +20,7 @@ mod malformed_reads;
 mod mcp;
 mod mcp_client;
 mod model_test;
+mod onboarding;
 mod openapi_bodies;
 mod ops;
 mod projection;

@@ -13,6 +13,7 @@
 pub mod apigw;
 pub mod async_invoke;
 pub mod conditional_puts;
+pub mod definitions;
 pub mod drop_trigger;
 pub mod events;
 pub mod fake_supplier;
@@ -110,6 +111,10 @@ pub struct StackOptions {
     pub secrets_file: PathBuf,
     /// Seed `infra/local/connectors.json` before the server answers.
     pub seed_samples: bool,
+    /// Seed the connector definitions of this folder (through the checks of
+    /// `PUT /v1/connectors/{id}`) when `seed_samples`; `local-stack up` seeds
+    /// `infra/local/definitions`, tests none.
+    pub definitions_dir: Option<PathBuf>,
     /// Record every API Gateway event the local server sends a function into this folder.
     pub record_events: Option<PathBuf>,
     /// Where a durable stack keeps its own state beside the engines' (the stream checkpoint,
@@ -129,6 +134,7 @@ impl Default for StackOptions {
             tokens_file: local.join("tokens.json"),
             secrets_file: local.join("secrets.json"),
             seed_samples: true,
+            definitions_dir: None,
             record_events: None,
             data_dir: None,
         }
@@ -396,6 +402,9 @@ pub async fn start_stack(
             if existing.is_none() {
                 evidence.put_connector(&connector).await?;
             }
+        }
+        if let Some(dir) = &options.definitions_dir {
+            definitions::seed_definitions(&evidence, dir).await?;
         }
     }
     let (shutdown, stopped) = watch::channel(false);

@@ -60,6 +60,9 @@ commands:
              tenant, connectors, secrets and tokens, and run every function (the default)
   demo       drive the essay's scenario through a running stack, a table per step
   resources  create the resources only and print their names
+  drop CONNECTOR FILE
+             put FILE into the running stack's bucket under drops/CONNECTOR/, as a
+             supplier's file drop (the stack then ingests it)
   drill      the crash drill (scripts/drill runs it): kill -9 the function host while webhooks,
              file drops and pull runs arrive, then check that every acknowledged event is
              stored once with its raw artifact; `local-stack drill --help`
@@ -98,6 +101,7 @@ async fn main() -> Result<()> {
         "up" => up().await,
         "demo" => demo::run().await,
         "drill" => drill::run(std::env::args().skip(2).collect()).await,
+        "drop" => drop_command(std::env::args().skip(2).collect()).await,
         "resources" => {
             let clients = AwsClients::local(
                 &endpoint("FEEDSAFE_DYNAMODB_ENDPOINT")?,
@@ -112,6 +116,24 @@ async fn main() -> Result<()> {
         }
         other => bail!("unknown command {other:?}\n\n{USAGE}"),
     }
+}
+
+/// `local-stack drop CONNECTOR FILE`, against the stack `.local/stack.json` describes.
+async fn drop_command(args: Vec<String>) -> Result<()> {
+    let [connector, file] = args.as_slice() else {
+        bail!("usage: local-stack drop CONNECTOR FILE");
+    };
+    let path = std::env::var_os("FEEDSAFE_STACK_FILE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".local/stack.json"));
+    let stack: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&path)
+            .context("no .local/stack.json: start the stack with infra/local.sh")?,
+    )?;
+    let key =
+        local_stack::definitions::drop_file(&stack, connector, std::path::Path::new(file)).await?;
+    println!("dropped {file} as {key}");
+    Ok(())
 }
 
 fn env_port(key: &str, default: u16) -> Result<u16> {
@@ -153,6 +175,7 @@ async fn up() -> Result<()> {
             None => Some(std::time::Duration::from_secs(60)),
         },
         data_dir: data_dir.clone(),
+        definitions_dir: Some(repo_root().join("infra/local/definitions")),
         // The drill's short form: messages a killed host held come back after this many
         // seconds instead of the queue's 180 (the same redelivery, sooner). Unset: the queue's.
         visibility_override: match std::env::var("FEEDSAFE_VISIBILITY_SECONDS").ok() {

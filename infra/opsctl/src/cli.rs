@@ -25,8 +25,14 @@ commands:
   correction show ID                  the record, what it re-attributed, whether in force
   correction withdraw ID --reason REASON
                                       the part's rows belong to the part again
+  connector put DEFINITION [--if-match VERSION]
+                                      store the DEFINITION file as the connector's next
+                                      version (created if new; unchanged if the same)
+  connector get CONNECTOR             its current definition and every version
   connector preview DEFINITION SAMPLE what the SAMPLE file would give under the DEFINITION
                                       file: rows, refused rows, identity; stores nothing
+  connector preview --connector ID SAMPLE
+                                      the same under the connector's stored definition
   dlq redrive [--dlq URL --queue URL] move every ingest DLQ message back to the ingest queue
   help
 
@@ -62,6 +68,17 @@ pub enum Command {
     ConnectorPreview {
         definition: String,
         sample: String,
+    },
+    ConnectorStoredPreview {
+        connector: String,
+        sample: String,
+    },
+    ConnectorPut {
+        definition: String,
+        if_match: Option<String>,
+    },
+    ConnectorGet {
+        connector: String,
     },
     DeliveryArtifact {
         key: String,
@@ -185,8 +202,10 @@ struct Words {
 }
 
 /// Options that take a value (`--reason R` or `--reason=R`).
-const VALUED_OPTIONS: [&str; 7] = [
+const VALUED_OPTIONS: [&str; 9] = [
     "endpoint",
+    "if-match",
+    "connector",
     "status",
     "accept-as",
     "reason",
@@ -316,9 +335,22 @@ fn command_for(words: &[&str], flags: &mut Flags) -> Result<Command, UsageError>
         ["run", "show", run_id] => Command::RunShow {
             run_id: owned(run_id),
         },
+        ["connector", "preview", sample] if flags.has("connector") => {
+            Command::ConnectorStoredPreview {
+                connector: flags.value("connector").unwrap_or_default(),
+                sample: owned(sample),
+            }
+        }
         ["connector", "preview", definition, sample] => Command::ConnectorPreview {
             definition: owned(definition),
             sample: owned(sample),
+        },
+        ["connector", "put", definition] => Command::ConnectorPut {
+            definition: owned(definition),
+            if_match: flags.value("if-match"),
+        },
+        ["connector", "get", connector] => Command::ConnectorGet {
+            connector: owned(connector),
         },
         ["run", "start", connector] => Command::RunStart {
             connector: owned(connector),

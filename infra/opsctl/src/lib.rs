@@ -87,16 +87,33 @@ impl<'a> Api<'a> {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, CliError> {
+        self.call_with(method, path, body, None)
+    }
+
+    /// `call`, with an `If-Match` header when given (a `PUT` of a versioned record).
+    fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        if_match: Option<&str>,
+    ) -> Result<Value, CliError> {
         let url = format!("{}{path}", self.settings.endpoint);
         let auth = format!("Bearer {}", self.settings.token);
         let result = match body {
             None if method == "GET" => self.agent.get(&url).header("authorization", &auth).call(),
-            _ => self
-                .agent
-                .post(&url)
+            _ => {
+                let mut request = match method {
+                    "PUT" => self.agent.put(&url),
+                    _ => self.agent.post(&url),
+                }
                 .header("authorization", &auth)
-                .header("content-type", "application/json")
-                .send(body.map(Value::to_string).unwrap_or_default().as_bytes()),
+                .header("content-type", "application/json");
+                if let Some(version) = if_match {
+                    request = request.header("if-match", version);
+                }
+                request.send(body.map(Value::to_string).unwrap_or_default().as_bytes())
+            }
         };
         let mut response = result.map_err(|e| {
             CliError::Transport(format!(
@@ -171,6 +188,14 @@ pub fn run(command: &Command, settings: &Settings, out: &mut dyn Write) -> Resul
         Command::ConnectorPreview { definition, sample } => {
             connectors::connector_preview(&api, definition, sample, out)
         }
+        Command::ConnectorStoredPreview { connector, sample } => {
+            connectors::stored_preview(&api, connector, sample, out)
+        }
+        Command::ConnectorPut {
+            definition,
+            if_match,
+        } => connectors::connector_put(&api, definition, if_match.as_deref(), out),
+        Command::ConnectorGet { connector } => connectors::connector_get(&api, connector, out),
         Command::SourceQuarantine {
             action,
             connector,

@@ -600,3 +600,39 @@ fn a_refused_definition_shows_every_problem_with_its_pointer() {
     std::fs::remove_dir_all(&dir).ok();
     assert!(parse("connector preview only-one-file").is_err());
 }
+
+/// `connector put` sends the file as the body of `PUT /v1/connectors/{id}` with the version it
+/// replaces in `If-Match`, and prints what the service did.
+#[test]
+fn connector_put_sends_the_definition_with_if_match() {
+    let dir = std::env::temp_dir().join(format!("opsctl-put-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let definition = dir.join("definition.json");
+    std::fs::write(
+        &definition,
+        r#"{"connector":"lieferant-de","horizon_days":45}"#,
+    )
+    .unwrap();
+    let (url, server) = one_shot_server(
+        200,
+        r#"{"connector":"lieferant-de","version":4,"outcome":"updated"}"#,
+    );
+    let command = format!("connector put {} --if-match 3", definition.display());
+    let mut out = Vec::new();
+    run(&parse(&command).unwrap().command, &settings(url), &mut out).unwrap();
+    let request = server.join().unwrap();
+    assert!(
+        request.starts_with("PUT /v1/connectors/lieferant-de HTTP/1.1"),
+        "{request}"
+    );
+    assert!(
+        request.to_ascii_lowercase().contains("if-match: 3\r\n"),
+        "{request}"
+    );
+    assert!(request.contains(r#""horizon_days":45"#), "{request}");
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("version    4"), "{out}");
+    assert!(out.contains("outcome    updated"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(parse("connector get").is_err());
+}
