@@ -169,7 +169,9 @@ impl Observation {
     /// The projection order as one string (greatest is newest), also the item history's index
     /// sort key (`gsi1sk`): `{observed_at}#r{delivery_recorded_at}#{observation_id}` (times
     /// fixed-width), so that of two claims observed at the same instant the one whose delivery
-    /// was recorded later wins, and the id only decides between claims of one delivery.
+    /// was recorded later wins, and the id only decides between claims of one delivery. A
+    /// claim named by the fallback identity says `f` instead of `r` (`rank_mark`): at the same
+    /// instant it ranks below every claim the source named.
     /// An observation stored before `delivery_recorded_at` existed keeps the key it was stored
     /// under, `{observed_at}#{observation_id}`: at the same instant it sorts below every claim
     /// recorded since (`r` sorts after the `o` of `obs_`), and old ones among themselves by id,
@@ -177,12 +179,24 @@ impl Observation {
     pub fn basis(&self) -> String {
         match self.delivery_recorded_at {
             Some(recorded) => format!(
-                "{}#{RECORDED_MARK}{}#{}",
+                "{}#{}{}#{}",
                 self.observed_at.sort_key(),
+                self.rank_mark(),
                 recorded.sort_key(),
                 self.observation_id
             ),
             None => format!("{}#{}", self.observed_at.sort_key(), self.observation_id),
+        }
+    }
+
+    /// Before the recorded time in `basis`: a claim the source named sorts with `r`, one named
+    /// by the fallback identity with `f`, below every source claim of the same instant (also
+    /// those stored before the recorded time was kept, `obs_`): a delivery the source did not
+    /// name never displaces one it did, whenever it was recorded.
+    fn rank_mark(&self) -> char {
+        match self.identity_strength {
+            IdentityStrength::Source => RECORDED_MARK,
+            IdentityStrength::Fallback => FALLBACK_MARK,
         }
     }
 
@@ -199,6 +213,8 @@ impl Observation {
 /// `obs_`), so that a claim recorded with its delivery's time ranks above, at the same instant,
 /// one stored before that time was kept.
 const RECORDED_MARK: char = 'r';
+/// Marks the recorded time of a fallback-named claim; it must sort before `o` and `r`.
+const FALLBACK_MARK: char = 'f';
 
 /// A source: one supplier account of one connector, within a tenant.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -633,6 +649,31 @@ mod tests {
         );
         y.observation_id = ObservationId::derive_for("k/e", 0, 1);
         assert_eq!(x.basis() < y.basis(), x.observation_id < y.observation_id);
+    }
+
+    #[test]
+    fn a_fallback_claim_never_outranks_a_source_claim_of_the_same_instant() {
+        let source = claim("k/s", Some("2026-11-29T08:00:05Z"));
+        let old_source = claim("k/o", None);
+        for recorded in [
+            "2026-11-29T08:00:04Z",
+            "2026-11-29T08:00:06Z",
+            "2099-01-01T00:00:00Z",
+        ] {
+            let mut fallback = claim("k/f", Some(recorded));
+            fallback.identity_strength = IdentityStrength::Fallback;
+            assert!(source.basis() > fallback.basis(), "recorded {recorded}");
+            assert!(old_source.basis() > fallback.basis(), "recorded {recorded}");
+            // A later instant still wins, whatever names it.
+            fallback.observed_at = Timestamp::parse("2026-11-29T08:00:01Z").unwrap();
+            assert!(fallback.basis() > source.basis(), "recorded {recorded}");
+        }
+        // Among fallback claims of one instant, the later recorded one wins, as among sources.
+        let mut early = claim("k/g", Some("2026-11-29T08:00:05Z"));
+        let mut late = claim("k/h", Some("2026-11-29T08:00:06Z"));
+        early.identity_strength = IdentityStrength::Fallback;
+        late.identity_strength = IdentityStrength::Fallback;
+        assert!(late.basis() > early.basis());
     }
 
     #[test]
