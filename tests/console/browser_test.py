@@ -11,7 +11,8 @@ sample secret) renders as text; the essay's changed replay of page 2 shows store
 5 side by side, highlighted; it is accepted as a new delivery with a reason and a confirmation,
 and the new delivery is looked up; the item timeline, the connectors (a source quarantine set
 and lifted) and the run are opened, and a pull run started from the console whose page 3 the
-fake supplier keeps failing shows that page missing. A screenshot of each view is saved. Exit status 0 only when
+fake supplier keeps failing shows that page missing; a connector's definition is shown and a
+pasted sample previewed under it. A screenshot of each view is saved. Exit status 0 only when
 every check holds; chromedriver is stopped (by pid) in every case.
 """
 
@@ -437,6 +438,20 @@ def main():
         driver.go(api + "/console#/deliveries/" + PAGE2)
         driver.wait("return document.body.dataset.view === 'deliveries' && document.querySelector('#view dl.facts') !== null", "the delivery")
         shoot(driver, "09-delivery.png", "delivery demo/acme-eu/ACC-1/EXP-8821/2: state, attempts, epoch, artifact, observations, its quarantine entry")
+
+        # 12. A seeded connector's definition and versions, and a pasted sample previewed.
+        driver.go(api + "/console#/connectors/snapshot-hooks")
+        driver.wait("return document.body.dataset.view === 'connectors' && document.querySelector('#view pre.definition') !== null", "the definition")
+        shown_definition = driver.text(driver.find("#view pre.definition"))
+        check("the connector view shows the stored definition as sent", '"snapshot_id"' in shown_definition, shown_definition[:200])
+        sample = open(os.path.join(ROOT, "tests", "fixtures", "suppliers", "snapshot-webhooks", "snapshot-8812.json")).read()
+        driver.type(driver.find("#preview-sample"), sample)
+        driver.click(driver.find("#view form.stack button[type=submit]"))
+        driver.wait("return (document.querySelector('#preview-result') || {}).textContent.includes('LM358DR')", "the preview's rows")
+        previewed = driver.text(driver.find("#preview-result"))
+        check("the preview form shows the sample's rows and its snapshot identity", "1200" in previewed and "SNAP-8812" in previewed, previewed[:300])
+        check("every form control of the connector view has a label", driver.script(UNLABELLED) == [], json.dumps(driver.script(UNLABELLED)))
+        shoot(driver, "10-connector-preview.png", "connector snapshot-hooks: its definition, versions and a pasted sample previewed")
 
         log_entries = driver.browser_log()
         if log_entries is None:

@@ -332,7 +332,7 @@
     const rows = list.map((c) => {
       const f = c.freshness || {};
       const q = c.source_quarantine || {};
-      return [el("code", { text: c.connector }), c.source_account, c.kind,
+      return [link("#/connectors/" + segment(c.connector), c.connector), c.source_account, c.kind,
         f.last_delivery ? el("span", {}, link("#/deliveries/" + keyPath(f.last_delivery.delivery_key), f.last_delivery.delivery_key), " at " + f.last_delivery.retrieved_at) : "—",
         f.newest_observed_at ? age(f.age_seconds) + " (newest claim " + f.newest_observed_at + ", " + f.items + " item(s))" : "no current claim",
         c.open_quarantines ? link("#/quarantine?status=open", String(c.open_quarantines)) : "0",
@@ -361,6 +361,59 @@
     return page("Connectors", el("p", { text: "As of " + r.data.as_of + ". Freshness is the age of the connector's newest current claim." }),
       table(["Connector", "Account", "Kind", "Last delivery (that set a current offer)", "Freshness", "Open quarantines", "Source quarantine"], rows),
       el("h3", { text: "Actions" }), ...actions);
+  }
+
+  // ---- one connector: its definition, its versions, a preview ----------------------------
+  async function connectorView(id) {
+    const r = await api("GET", "/v1/connectors/" + segment(id));
+    if (!r.ok) return page("Connector " + id, problem(r));
+    const c = r.data;
+    const versions = (c.versions || []).map((v) => [String(v.version), when(v.recorded_at), text(v.recorded_by)]);
+    return page("Connector " + id,
+      facts([["source account", c.source_account], ["transport", c.transport], ["format", c.payload_format], ["current version", String(c.version)]]),
+      el("h3", { text: "Versions" }),
+      versions.length ? table(["Version", "Recorded", "By"], versions) : el("p", { text: "None: configured before definitions." }),
+      el("h3", { text: "Definition (current version)" }),
+      c.definition ? el("pre", { class: "definition", text: JSON.stringify(c.definition, null, 2) }) : el("p", { text: "None." }),
+      c.definition ? previewForm(id) : null);
+  }
+
+  // Paste a sample or pick a file; what it would give under the stored definition. Stores nothing.
+  function previewForm(id) {
+    const sample = el("textarea", { id: "preview-sample", name: "sample", rows: 8, placeholder: "Paste a sample of what the supplier sends" });
+    const file = el("input", { type: "file", id: "preview-file", name: "file" });
+    const out = el("div", { id: "preview-result", "aria-live": "polite" });
+    const form = el("form", { class: "stack", onsubmit: async (event) => {
+      event.preventDefault();
+      const body = file.files && file.files[0] ? { sample_base64: await fileBase64(file.files[0]) } : { sample: sample.value };
+      const result = await api("POST", "/v1/connectors/" + segment(id) + "/preview", body);
+      out.replaceChildren(result.ok ? previewResult(result.data) : problem(result));
+    } },
+    el("label", { for: "preview-sample", text: "Sample (text)" }), sample,
+    el("label", { for: "preview-file", text: "or a sample file (any encoding)" }), file,
+    el("button", { type: "submit", text: "Preview" }));
+    return el("section", { class: "card", "aria-label": "Preview a sample" }, el("h3", { text: "Preview a sample" }), form, out);
+  }
+
+  async function fileBase64(blob) {
+    const bytes = new Uint8Array(await blob.arrayBuffer());
+    let binary = "";
+    for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+    return btoa(binary);
+  }
+
+  function previewResult(p) {
+    const identity = p.identity || {};
+    const rows = (p.rows || []).map((row) => [row.item, row.sku, String(row.quantity), row.unit, row.price, row.currency, row.observed_at]);
+    const refused = (p.refused_rows || []).map((row) => [row.place, row.code, row.reason]);
+    return el("div", {},
+      facts([["outcome", badge(p.outcome, p.outcome === "refused" ? "active" : "")], ["refusal", p.refusal],
+        ["identity", text(identity.kind) + " (" + text(identity.strength) + "): " + text(identity.value || identity.from)],
+        ["fingerprint", el("code", { text: text(p.fingerprint) })]]),
+      el("h4", { text: "Rows (" + rows.length + ")" }),
+      rows.length ? table(["Item", "SKU", "Quantity", "Unit", "Price", "Currency", "Observed"], rows) : el("p", { text: "None." }),
+      el("h4", { text: "Refused rows (" + refused.length + ")" }),
+      refused.length ? table(["Place", "Code", "Reason"], refused) : el("p", { text: "None." }));
   }
 
   // ---- item timeline ---------------------------------------------------------------------
@@ -475,7 +528,7 @@
       if (a.getAttribute("href") === "#/" + name) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
     }
     const views = { quarantine: () => (arg ? quarantineEntry(arg) : quarantineList(params)), deliveries: () => deliveries(arg),
-      runs: () => runs(arg), connectors: () => connectors(), items: () => timeline(arg) };
+      runs: () => runs(arg), connectors: () => (arg ? connectorView(arg) : connectors()), items: () => timeline(arg) };
     const generation = ++state.generation;
     const rendered = await (views[name] || (() => page("Not found", el("p", { text: "No such view." }))))();
     // A navigation that started while this view waited for its data has the last word.
