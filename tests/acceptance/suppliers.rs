@@ -213,3 +213,67 @@ async fn under_quarantine_rows_the_good_rows_are_stored_and_the_bad_in_one_entry
     assert_eq!(records[0]["observation_count"], 2, "{}", records[0]);
     assert_eq!(records[0]["artifact_key"], entries[0]["evidence_key"]);
 }
+
+/// A retry is compared under the definition version its delivery was first read under: the
+/// snapshot stored under version 1 (rows in any order are the same payload) and sent again with
+/// its rows reversed after version 2 made row order significant is a replay, not a mismatch.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_is_judged_under_the_version_its_delivery_was_read_under() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    let first = definition("snapshot-webhooks");
+    assert_eq!(first["canonicalization"], "json-unordered-rows-v1");
+    let id = first["connector"].as_str().unwrap().to_owned();
+    onboard(&stack, &first).await;
+    let url = format!("{}/v1/webhooks/{id}", stack.base_url());
+    let mut body: Value =
+        serde_json::from_slice(&fixture("snapshot-webhooks", "snapshot-8812.json")).unwrap();
+    let status = post_signed_webhook(
+        &url,
+        SNAPSHOT_HOOKS_SECRET,
+        "msg_v1",
+        body.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 202);
+    wait_until("the snapshot stored", || async {
+        replay_records(&env, &id)
+            .await
+            .first()
+            .is_some_and(|r| r["state"] == "COMMITTED")
+    })
+    .await;
+
+    let mut second = first.clone();
+    second["canonicalization"] = json!("json-v1");
+    let put = format!("{}/v1/connectors/{id}", stack.base_url());
+    let (status, answer) = call_with("PUT", put, Some(OPERATOR), Some("1".into()), second).await;
+    assert_eq!((status, &answer["version"]), (200, &json!(2)), "{answer}");
+    body["stock"].as_array_mut().unwrap().reverse();
+    let status = post_signed_webhook(
+        &url,
+        SNAPSHOT_HOOKS_SECRET,
+        "msg_v2",
+        body.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 202);
+    wait_until("the resent snapshot counted as a replay", || async {
+        replay_records(&env, &id)
+            .await
+            .first()
+            .is_some_and(|r| r["attempts"] == 2)
+    })
+    .await;
+    let records = replay_records(&env, &id).await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["connector_version"], 1, "{}", records[0]);
+    let (_, list) = call(
+        "GET",
+        format!("{}/v1/quarantine", stack.base_url()),
+        Some(OPERATOR),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(list["count"], 0, "no mismatch: {list}");
+}
