@@ -277,3 +277,40 @@ async fn a_retry_is_judged_under_the_version_its_delivery_was_read_under() {
     .await;
     assert_eq!(list["count"], 0, "no mismatch: {list}");
 }
+
+/// A connector that names files by their name alone: the same name with changed content is a
+/// changed payload under an old identity, quarantined as a mismatch; the stored offers stay.
+#[tokio::test(flavor = "multi_thread")]
+async fn changed_content_under_an_immutable_file_name_is_a_mismatch() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    let document = definition("xml-catalog");
+    assert_eq!(document["identity"]["kind"], "file_name");
+    let id = document["connector"].as_str().unwrap().to_owned();
+    onboard(&stack, &document).await;
+    let original = fixture("xml-catalog", "catalog-2026-11-29.xml");
+    let rows = previewed_rows(&stack, &id, &original).await;
+    drop_file(&env, &id, "catalog.xml", original.clone()).await;
+    offers_match(&stack, &id, &rows).await;
+    let changed = String::from_utf8(original)
+        .unwrap()
+        .replacen(">1500<", ">1499<", 1);
+    drop_file(&env, &id, "catalog.xml", changed.into_bytes()).await;
+    let url = format!("{}/v1/quarantine", stack.base_url());
+    let mut entries = Vec::new();
+    for _ in 0..300 {
+        let (_, list) = call("GET", url.clone(), Some(OPERATOR), Value::Null).await;
+        entries = list["entries"].as_array().cloned().unwrap_or_default();
+        if !entries.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0]["reason_code"], "replay_payload_mismatch");
+    assert_eq!(
+        entries[0]["delivery_key"],
+        format!("demo/{id}/CAT-2026/catalog.xml@name")
+    );
+    offers_match(&stack, &id, &rows).await;
+}
