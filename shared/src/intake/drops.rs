@@ -258,7 +258,16 @@ mod tests {
         versions: &[(Option<&str>, &[u8])],
         size: impl Fn(&[u8]) -> u64,
     ) -> (Vec<Result<(String, String), DropError>>, u32) {
-        let config = acme_eu("http://unused", 1);
+        drops_of(acme_eu("http://unused", 1), file, versions, size).await
+    }
+
+    /// `drops`, under `config` (its connector id must be `acme-eu`).
+    async fn drops_of(
+        config: ConnectorConfig,
+        file: &str,
+        versions: &[(Option<&str>, &[u8])],
+        size: impl Fn(&[u8]) -> u64,
+    ) -> (Vec<Result<(String, String), DropError>>, u32) {
         let journal = Arc::new(Journal::default());
         let key = format!("drops/acme-eu/{file}");
         let objects = Arc::new(Objects {
@@ -305,6 +314,55 @@ mod tests {
     async fn drop_id(file: &str, body: &[u8]) -> String {
         let (mut ids, _) = drops(file, &[(Some("v1"), body)], |b| b.len() as u64).await;
         ids.remove(0).expect("enqueued").0
+    }
+
+    /// A drop connector made from a definition whose identity is `identity`.
+    fn defined(identity: serde_json::Value) -> ConnectorConfig {
+        let mut document: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../tests/fixtures/suppliers/snapshot-webhooks/definition.json"
+        ))
+        .unwrap();
+        document["connector"] = serde_json::json!("acme-eu");
+        document["transport"] = serde_json::json!({ "kind": "drop" });
+        document["identity"] = identity;
+        let definition = crate::domain::definition::Definition::read(&document).unwrap();
+        definition
+            .to_config(crate::domain::ids::TenantId::parse("demo").unwrap(), 1)
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_declared_snapshot_id_names_the_file_else_its_content_does() {
+        let config = defined(serde_json::json!({ "kind": "body", "path": "$.snapshot_id" }));
+        let with = br#"{"snapshot_id":"SNAP-8812","stock":[]}"#;
+        let without = br#"{"stock":[]}"#;
+        let (ids, _) = drops_of(
+            config,
+            "a.json",
+            &[(Some("v1"), with), (Some("v2"), without)],
+            |b| b.len() as u64,
+        )
+        .await;
+        let ids: Vec<_> = ids.into_iter().map(Result::unwrap).collect();
+        assert_eq!(ids[0], ("snapshot:SNAP-8812".into(), "snapshot_id".into()));
+        let by_content = format!("a.json@sha256:{}", sha256_hex(without));
+        assert_eq!(ids[1], (by_content, "file_content".into()));
+    }
+
+    #[tokio::test]
+    async fn a_file_named_by_its_name_alone_is_not_read() {
+        let config = defined(serde_json::json!({ "kind": "file_name" }));
+        let (ids, reads) = drops_of(
+            config,
+            "prices.json",
+            &[(Some("v1"), b"a"), (Some("v2"), b"b")],
+            |b| b.len() as u64,
+        )
+        .await;
+        for id in ids {
+            assert_eq!(id.unwrap(), ("prices.json@name".into(), "file_name".into()));
+        }
+        assert_eq!(reads, 0);
     }
 
     #[tokio::test]
