@@ -2,7 +2,6 @@
 //! Offers come from the projection; history and single observations from the evidence, with
 //! the same visibility rules (uncommitted deliveries and unpublished runs are never shown).
 
-use crate::domain::connector::IdentityRule;
 use crate::domain::ids::{ObservationId, TenantId};
 use crate::domain::item::CanonicalItem;
 use crate::domain::model::Observation;
@@ -118,18 +117,18 @@ impl QueryService {
     }
 
     async fn refresh_action(&self, o: &Observation) -> Result<RefreshAction, QueryError> {
-        let rule = self
+        let pulled = self
             .reads
             .connector_config(&o.connector)
             .await?
-            .map(|c| c.identity_rule);
-        Ok(match rule {
-            Some(IdentityRule::ExportPage) => RefreshAction::StartPullRun {
+            .is_some_and(|c| c.transport_kind() == "pull");
+        Ok(match pulled {
+            true => RefreshAction::StartPullRun {
                 method: "POST".into(),
                 path: format!("/v1/connectors/{}/runs", o.connector),
                 requires_scope: "ops:write".into(),
             },
-            _ => RefreshAction::AwaitSupplierPush {
+            false => RefreshAction::AwaitSupplierPush {
                 detail: format!("connector {} is push-only; ask the supplier to resend or wait for its next event", o.connector),
             },
         })
