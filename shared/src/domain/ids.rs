@@ -181,6 +181,64 @@ impl RunId {
     }
 }
 
+impl RunId {
+    /// The run of a pull named by its schedule slot rather than by an export (a definition's
+    /// `cursor` and `fallback` identities): `run-{connector}.slot_{stamp}`, `stamp` being the
+    /// slot's start as `YYYYMMDDTHHMMSSZ` (`run-distri-api.slot_20261207T060000Z`); for a
+    /// connector id too long for that, `run-{20 hex of sha256(connector)}.slot_{stamp}`. The `_`
+    /// after the `.` never occurs in a readable export run (those hold only letters, digits, `-`
+    /// and `.` after it), and what follows it holds `T` and `Z`, never only the lower-case hex
+    /// of a digest export run's tail. [`RunId::slot_of`] reads the slot back.
+    pub fn for_slot(
+        connector: &ConnectorId,
+        slot_start: crate::domain::timestamp::Timestamp,
+    ) -> RunId {
+        let stamp: String = slot_start
+            .to_rfc3339()
+            .chars()
+            .take_while(|c| *c != '.')
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect();
+        let readable = format!("run-{connector}.slot_{stamp}");
+        if let Ok(id) = RunId::parse(&readable) {
+            return id;
+        }
+        use crate::domain::hashing::{hex, sha256};
+        let digest = hex(&sha256(connector.as_str().as_bytes()));
+        let short = digest.get(..20).unwrap_or(&digest);
+        // 4 + 20 + 6 + 16 characters of `account_char`: always a valid run id.
+        RunId::parse(&format!("run-{short}.slot_{stamp}"))
+            .unwrap_or_else(|_| unreachable!("a slot run id is valid"))
+    }
+
+    /// The slot start of `run`, if it is `connector`'s slot run ([`RunId::for_slot`]).
+    pub fn slot_of(
+        connector: &ConnectorId,
+        run: &RunId,
+    ) -> Option<crate::domain::timestamp::Timestamp> {
+        let (_, stamp) = run.as_str().rsplit_once(".slot_")?;
+        let digits = |range: std::ops::Range<usize>| {
+            stamp
+                .get(range)
+                .filter(|d| d.bytes().all(|b| b.is_ascii_digit()))
+        };
+        if stamp.len() != 16 || stamp.get(8..9) != Some("T") || stamp.get(15..) != Some("Z") {
+            return None;
+        }
+        let text = format!(
+            "{}-{}-{}T{}:{}:{}Z",
+            digits(0..4)?,
+            digits(4..6)?,
+            digits(6..8)?,
+            digits(9..11)?,
+            digits(11..13)?,
+            digits(13..15)?
+        );
+        let slot = crate::domain::timestamp::Timestamp::parse(&text).ok()?;
+        (RunId::for_slot(connector, slot) == *run).then_some(slot)
+    }
+}
+
 /// The stable fields a fallback identity is derived from (docs/architecture.md section 5) when the
 /// source names the delivery with nothing usable. A field the source does not have is passed empty,
 /// never left out, so that the digest input keeps one shape.
@@ -275,6 +333,17 @@ impl SourceDeliveryId {
     pub fn file_name(file: &str) -> Self {
         Self::parse(&format!("{file}@name"))
             .unwrap_or_else(|_| Self::digest("file-", &["file_name", file]))
+    }
+
+    /// A page of a cursor-paginated pull (a definition's `cursor` identity): the run's slot and
+    /// the cursor the page was asked with, `cursor:{slot}/{cursor}` (`cursor:2026-12-07T06:00:00Z/c2`;
+    /// page 1, asked without a cursor, ends in `/`). The slot is an RFC 3339 time, which holds no
+    /// `/`, so the first `/` after the prefix separates the two. When that is not a valid id
+    /// (non-ASCII, spaces, over 512 characters): `cur-{sha256 hex}` over (`cursor`, slot,
+    /// cursor) as netstrings; it holds no `:`, so it never equals a readable one.
+    pub fn pull_cursor(slot: &str, cursor: &str) -> Self {
+        Self::parse(&format!("cursor:{slot}/{cursor}"))
+            .unwrap_or_else(|_| Self::digest("cur-", &["cursor", slot, cursor]))
     }
 
     /// The fallback identity: `fb-{sha256 hex}` over every field of [`FallbackFields`] as
@@ -491,6 +560,34 @@ mod tests {
     }
 
     #[test]
+    fn snapshot_and_file_name_identities_are_readable_and_unambiguous() {
+        use crate::domain::hashing::{hex, sha256};
+        let snapshot = SourceDeliveryId::snapshot;
+        assert_eq!(snapshot("SNAP-8812").as_str(), "snapshot:SNAP-8812");
+        assert_ne!(snapshot("a"), snapshot("b"));
+        let spaced = snapshot("snap 1");
+        assert!(spaced.as_str().starts_with("snap-") && !spaced.as_str().contains(':'));
+        assert_ne!(spaced, snapshot("snap 2"));
+        assert!(snapshot(&"s".repeat(600)).as_str().starts_with("snap-"));
+        let name = SourceDeliveryId::file_name;
+        assert_eq!(name("catalog.xml").as_str(), "catalog.xml@name");
+        assert_eq!(name("a@b").as_str(), "a@b@name");
+        // After the last `@`: `name`, never `sha256:…` or `version:…`.
+        let digest = hex(&sha256(b"x"));
+        for file in ["a", "a@name", "a@sha256", "name"] {
+            assert_ne!(
+                name(file),
+                SourceDeliveryId::file_content("a", &sha256(b"x"))
+            );
+            assert_ne!(name(file), SourceDeliveryId::file_version("a", "name"));
+            assert_ne!(name(file), SourceDeliveryId::file_version("a", &digest));
+        }
+        let spaced = name("price list.csv");
+        assert!(spaced.as_str().starts_with("file-") && !spaced.as_str().contains('@'));
+        assert_ne!(spaced, name("price list2.csv"));
+    }
+
+    #[test]
     fn content_identities_are_readable_and_unambiguous() {
         use crate::domain::hashing::{hex, sha256};
         let content = |name: &str, body: &[u8]| SourceDeliveryId::file_content(name, &sha256(body));
@@ -654,5 +751,36 @@ mod tests {
         assert!(SourceAccount::parse("ACC/1").is_err());
         assert!(SourceDeliveryId::parse("has space").is_err());
         assert!(SourceDeliveryId::parse("").is_err());
+    }
+
+    #[test]
+    fn slot_runs_and_cursor_pages_have_their_own_names() {
+        let connector = ConnectorId::parse("distri-api").unwrap();
+        let slot = crate::domain::timestamp::Timestamp::parse("2026-12-07T06:00:00Z").unwrap();
+        let run = RunId::for_slot(&connector, slot);
+        assert_eq!(run.as_str(), "run-distri-api.slot_20261207T060000Z");
+        assert_ne!(run, RunId::for_export(&connector, "slot-20261207T060000Z"));
+        assert_eq!(RunId::slot_of(&connector, &run), Some(slot));
+        let other = ConnectorId::parse("distri-ap").unwrap();
+        assert_eq!(RunId::slot_of(&other, &run), None);
+        assert_eq!(
+            RunId::slot_of(&connector, &RunId::for_export(&connector, "X")),
+            None
+        );
+        let long = ConnectorId::parse(&"c".repeat(60)).unwrap();
+        let long_run = RunId::for_slot(&long, slot);
+        assert_eq!(long_run.as_str().len(), 46, "{long_run}");
+        assert_eq!(RunId::slot_of(&long, &long_run), Some(slot));
+        assert_eq!(RunId::slot_of(&connector, &long_run), None);
+        assert_eq!(
+            SourceDeliveryId::pull_cursor("2026-12-07T06:00:00Z", "c2").as_str(),
+            "cursor:2026-12-07T06:00:00Z/c2"
+        );
+        assert_eq!(
+            SourceDeliveryId::pull_cursor("2026-12-07T06:00:00Z", "").as_str(),
+            "cursor:2026-12-07T06:00:00Z/"
+        );
+        let odd = SourceDeliveryId::pull_cursor("2026-12-07T06:00:00Z", "a b");
+        assert!(odd.as_str().starts_with("cur-") && !odd.as_str().contains(':'));
     }
 }
