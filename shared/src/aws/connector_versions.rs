@@ -80,6 +80,12 @@ impl DynamoEvidenceStore {
             .await?
         {
             None => Ok(DefinitionWritten::Stored),
+            // Another transaction on these items was in flight: nothing was decided.
+            Some(reasons) if reasons.iter().any(|r| r == "TransactionConflict") => {
+                Err(StoreError::Unavailable(anyhow::anyhow!(
+                    "put connector definition: a concurrent transaction; retry"
+                )))
+            }
             Some(_) => self.why_not_written(&write.config.connector, write).await,
         }
     }
