@@ -9,10 +9,27 @@ use crate::domain::fingerprint::Fingerprint;
 use crate::domain::hashing::{base32_lower, hex, sha256};
 use crate::domain::ids::UNREADABLE_ENVELOPE_TENANT;
 use crate::domain::model::{QuarantineEntry, QuarantineKind, ReplayRecord, QUARANTINE_OPEN};
-use crate::domain::normalize::refusal_of;
+use crate::domain::normalize::{refusal_of, RefusedRow};
 use crate::domain::reject::{RejectCode, Rejection};
 use crate::protocols::ports::{ArtifactMeta, CrashPoint};
 use tracing::warn;
+
+/// The refused rows a quarantine entry lists, each reason capped: the entry stays far below
+/// DynamoDB's 400 KB item limit whatever the payload (up to `MAX_ROWS` rows).
+const MAX_LISTED_ROWS: usize = 500;
+const MAX_REASON_CHARS: usize = 300;
+
+fn listed_rows(refused: &[RefusedRow]) -> Vec<RefusedRow> {
+    refused
+        .iter()
+        .take(MAX_LISTED_ROWS)
+        .map(|row| RefusedRow {
+            reason: row.reason.chars().take(MAX_REASON_CHARS).collect(),
+            place: row.place.chars().take(MAX_REASON_CHARS).collect(),
+            code: row.code,
+        })
+        .collect()
+}
 
 impl IngestService {
     pub(super) async fn quarantine_mismatch(
@@ -98,7 +115,8 @@ impl IngestService {
             reason_code: code.as_str().to_owned(),
             message: format!(
                 "{} of {} rows set aside by the connector's row policy (quarantine_rows); the \
-                 other rows are the delivery's observations. {listed}",
+                 other rows are the delivery's observations (the first {MAX_LISTED_ROWS} are \
+                 listed; the evidence holds them all). {listed}",
                 d.refused.len(),
                 d.refused.len() + d.rows.len()
             ),
@@ -113,7 +131,7 @@ impl IngestService {
             evidence_sha256: d.payload_sha256.clone(),
             first_seen_at: d.now,
             status: QUARANTINE_OPEN.to_owned(),
-            refused_rows: Some(d.refused.clone()),
+            refused_rows: Some(listed_rows(&d.refused)),
         };
         self.store.put_quarantine(&entry).await?;
         warn!(quarantine_id = %quarantine_id, rows = d.refused.len(), "rows set aside by the row policy");
@@ -181,5 +199,26 @@ impl IngestService {
             code: rejection.code,
             message: rejection.message,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listed_rows_of_a_page_of_bad_rows_fit_in_one_item() {
+        let refused: Vec<RefusedRow> = (0..crate::domain::normalize::MAX_ROWS)
+            .map(|n| RefusedRow {
+                place: format!("line {n}"),
+                code: RejectCode::InvalidRow,
+                reason: "x".repeat(10_000),
+            })
+            .collect();
+        let listed = listed_rows(&refused);
+        assert_eq!(listed.len(), MAX_LISTED_ROWS);
+        assert_eq!(listed[0].place, "line 0");
+        let size = serde_json::to_vec(&listed).unwrap().len();
+        assert!(size < 250_000, "{size} bytes");
     }
 }
