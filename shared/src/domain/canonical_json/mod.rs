@@ -582,9 +582,28 @@ pub fn canonical_bytes(value: &Node<'_>) -> Vec<u8> {
 }
 
 fn to_canonical_bytes(value: &Node<'_>) -> Vec<u8> {
-    let mut out = Vec::new();
+    // Sized once: growing from empty cost a reallocation per doubling, per row.
+    let mut out = Vec::with_capacity(canonical_len(value));
     write_value(value, &mut out);
     out
+}
+
+/// The length of a value's `json-v1` bytes, short only by the escapes its strings need.
+fn canonical_len(value: &Node<'_>) -> usize {
+    match value {
+        Node::Null | Node::Bool(true) => 4,
+        Node::Bool(false) => 5,
+        Node::Number(literal) => literal.len(),
+        Node::String(s) => s.len().saturating_add(2),
+        Node::Array(items) => items
+            .iter()
+            .map(|item| canonical_len(item).saturating_add(1))
+            .fold(2, usize::saturating_add),
+        Node::Object(members) => members
+            .iter()
+            .map(|(key, item)| canonical_len(item).saturating_add(key.len().saturating_add(4)))
+            .fold(2, usize::saturating_add),
+    }
 }
 
 // Recursion here is bounded because every `Node` came from the parser (or from rows a
@@ -662,27 +681,36 @@ fn write_with_rows(
 }
 
 /// Minimal escaping: only what JSON requires. Working byte-wise is safe
-/// because every byte of a multi-byte UTF-8 sequence is >= 0x80.
+/// because every byte of a multi-byte UTF-8 sequence is >= 0x80; the bytes
+/// between two escapes are copied as one run.
 fn write_string(s: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
     out.push(b'"');
-    for b in s.bytes() {
-        match b {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0C => out.extend_from_slice(b"\\f"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x00..=0x1F => {
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(b >> 4)]);
-                out.push(HEX[usize::from(b & 0x0F)]);
-            }
-            _ => out.push(b),
+    let mut run = 0;
+    for (at, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0C => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x00..=0x1F => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(bytes.get(run..at).unwrap_or_default());
+        run = at + 1;
+        if escape.is_empty() {
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(b >> 4)]);
+            out.push(HEX[usize::from(b & 0x0F)]);
+        } else {
+            out.extend_from_slice(escape);
         }
     }
+    out.extend_from_slice(bytes.get(run..).unwrap_or_default());
     out.push(b'"');
 }
 

@@ -4,6 +4,7 @@
 
 use super::{Mapping, PageRead, Raw, RowRead, Source};
 use crate::domain::definition::Csv;
+use std::borrow::Cow;
 
 pub(super) fn read(
     mapping: &Mapping,
@@ -27,8 +28,12 @@ pub(super) fn read(
     };
     let mut rows = Vec::new();
     let mut lines = Lines::default();
-    for record in reader.records() {
-        let record = record.map_err(|e| format!("CSV: {e}"))?;
+    // One record read into again and again (the fields are copied out where they are kept).
+    let mut record = ::csv::StringRecord::new();
+    while reader
+        .read_record(&mut record)
+        .map_err(|e| format!("CSV: {e}"))?
+    {
         // With CRLF line ends a record's position is the LF that ended the line before it:
         // counted with it, the line is the record's own.
         let start = record.position().map_or(0, |p| p.byte() as usize);
@@ -136,9 +141,9 @@ fn field_index(columns: &[(&'static str, usize)], field: &super::MappedField) ->
 }
 
 /// The field's text in `record` (an empty cell or one past the record's end is absent).
-fn value(index: Option<usize>, record: &::csv::StringRecord) -> Option<Raw> {
+fn value(index: Option<usize>, record: &::csv::StringRecord) -> Option<Raw<'_>> {
     index
         .and_then(|i| record.get(i))
         .filter(|v| !v.is_empty())
-        .map(|v| Raw::Text(v.to_owned()))
+        .map(|v| Raw::Text(Cow::Borrowed(v)))
 }

@@ -3,9 +3,10 @@
 //! values (export id, snapshot id, page, page count, observed time) at theirs. A row's place is
 //! its JSON pointer.
 
-use super::{Mapping, PageRead, Raw, RowRead, Source};
-use crate::domain::canonical_json::{canonical_bytes, parse_node, Node};
+use super::{Canonical, Mapping, PageRead, Raw, RowRead, Source};
+use crate::domain::canonical_json::{canonical_bytes, canonical_page, parse_node, Node};
 use crate::domain::definition::{DocumentField, Envelope, Json};
+use crate::domain::fingerprint::CanonicalizationRule;
 use crate::domain::mapping::json_path::JsonPath;
 use crate::domain::timestamp::Timestamp;
 use std::borrow::Cow;
@@ -15,7 +16,8 @@ pub(super) fn read(
     json: &Json,
     body: &[u8],
     max_rows: usize,
-) -> Result<PageRead, String> {
+    rule: Option<CanonicalizationRule>,
+) -> Result<(PageRead, Option<Canonical>), String> {
     let root = parse_node(body).map_err(|e| format!("body is not JSON: {e}"))?;
     let rows_path = JsonPath::parse_rows(&json.rows).map_err(|e| format!("rows path: {e}"))?;
     let mut page = PageRead::default();
@@ -39,24 +41,58 @@ pub(super) fn read(
             items.len()
         ));
     }
+    let (sources, document) = canonical(&root, items, rows_path.names().as_deref(), rule);
+    let pointer = rows_path.pointer();
     page.rows = items
         .iter()
+        .zip(sources)
         .enumerate()
-        .map(|(index, item)| RowRead {
-            place: format!("{}/{index}", rows_path.pointer()),
+        .map(|(index, (item, source))| RowRead {
+            place: format!("{pointer}/{index}"),
             row: match item {
                 Node::Object(_) => mapping.row_of(|field| Ok(value(field, item))),
                 _ => Err("a row must be an object".into()),
             },
-            source: canonical_bytes(item),
+            source,
         })
         .collect();
-    Ok(page)
+    Ok((page, document))
+}
+
+/// Each row's canonical bytes (in body order), and the document's under `rule` when asked for
+/// a JSON rule: what `Fingerprint::compute` hashes, from this parse rather than another, each
+/// row written once where the rows path is member names only.
+fn canonical(
+    root: &Node<'_>,
+    items: &[Node<'_>],
+    names: Option<&[&str]>,
+    rule: Option<CanonicalizationRule>,
+) -> (Vec<Vec<u8>>, Option<Canonical>) {
+    let each = || items.iter().map(canonical_bytes).collect();
+    let sort = match rule {
+        Some(CanonicalizationRule::JsonV1) => false,
+        Some(CanonicalizationRule::JsonUnorderedRowsV1) => true,
+        Some(CanonicalizationRule::BytesV1) | None => return (each(), None),
+    };
+    // The unordered rule sorts the array the path's names lead to (no names: the root, which
+    // must then be the array), as `canonicalize_unordered_rows` does.
+    match names {
+        Some(names) => match canonical_page(root, names, sort) {
+            Ok(page) => (page.rows, Some(Ok(page.document))),
+            Err(e) if sort => (each(), Some(Err(e))),
+            Err(_) => (each(), Some(Ok(canonical_bytes(root)))),
+        },
+        None if sort => (
+            each(),
+            Some(canonical_page(root, &[], true).map(|p| p.document)),
+        ),
+        None => (each(), Some(Ok(canonical_bytes(root)))),
+    }
 }
 
 /// A field's value in a row: a string as text for its steps, any other value kept as written;
 /// `null` and a missing member are absent.
-fn value(field: &super::MappedField, row: &Node<'_>) -> Option<Raw> {
+fn value<'n>(field: &super::MappedField, row: &'n Node<'_>) -> Option<Raw<'n>> {
     let Source::Path(path) = &field.source else {
         return None;
     };
@@ -67,7 +103,7 @@ fn value(field: &super::MappedField, row: &Node<'_>) -> Option<Raw> {
         node @ Node::String(_) if field.name == "quantity" && field.steps.is_plain() => {
             Some(Raw::Kept(owned(node)))
         }
-        Node::String(s) => Some(Raw::Text(s.to_string())),
+        Node::String(s) => Some(Raw::Text(Cow::Borrowed(s))),
         other => Some(Raw::Kept(owned(other))),
     }
 }

@@ -20,12 +20,16 @@ mod xml_rows;
 
 pub use xml_rows::parse_path as parse_xml_path;
 
-use crate::domain::canonical_json::Node;
+use crate::domain::canonical_json::{CanonicalJsonError, Node};
 use crate::domain::definition::{Definition, Format, Problem};
+use crate::domain::fingerprint::CanonicalizationRule;
 use crate::domain::timestamp::Timestamp;
 use json_path::JsonPath;
 use std::borrow::Cow;
 use values::{Conventions, FieldSteps};
+
+/// A JSON document's canonical bytes under a fingerprint's rule, or why it has none.
+pub(crate) type Canonical = Result<Vec<u8>, CanonicalJsonError>;
 
 /// A definition's reading of bodies, compiled once.
 #[derive(Debug, Clone)]
@@ -111,10 +115,22 @@ impl Mapping {
 
     /// The rows of `body` (at most `max_rows`; more refuse the delivery).
     pub fn read(&self, body: &[u8], max_rows: usize) -> Result<PageRead, String> {
+        self.read_canonical(body, max_rows, None)
+            .map(|(page, _)| page)
+    }
+
+    /// [`Self::read`], and for a JSON body read under a JSON `rule` the canonical document its
+    /// fingerprint hashes, from the same parse (`None`: a text format, or `bytes-v1`).
+    pub(crate) fn read_canonical(
+        &self,
+        body: &[u8],
+        max_rows: usize,
+        rule: Option<CanonicalizationRule>,
+    ) -> Result<(PageRead, Option<Canonical>), String> {
         match &self.format {
-            Format::Csv(csv) => csv_rows::read(self, csv, body, max_rows),
-            Format::Json(json) => json_rows::read(self, json, body, max_rows),
-            Format::Xml(xml) => xml_rows::read(self, xml, body, max_rows),
+            Format::Csv(csv) => csv_rows::read(self, csv, body, max_rows).map(|p| (p, None)),
+            Format::Json(json) => json_rows::read(self, json, body, max_rows, rule),
+            Format::Xml(xml) => xml_rows::read(self, xml, body, max_rows).map(|p| (p, None)),
         }
     }
 
@@ -130,11 +146,11 @@ impl Mapping {
     }
 
     /// A row object from each field's raw text (`None`: absent), converted by the field's kind.
-    fn row_of(
+    fn row_of<'r>(
         &self,
-        raw: impl Fn(&MappedField) -> Result<Option<Raw>, String>,
+        raw: impl Fn(&MappedField) -> Result<Option<Raw<'r>>, String>,
     ) -> Result<Node<'static>, String> {
-        let mut members = Vec::new();
+        let mut members = Vec::with_capacity(self.fields.len());
         let mut problems = Vec::new();
         for field in &self.fields {
             match raw(field).and_then(|value| self.value_of(field, value)) {
@@ -153,11 +169,11 @@ impl Mapping {
     fn value_of(
         &self,
         field: &MappedField,
-        raw: Option<Raw>,
+        raw: Option<Raw<'_>>,
     ) -> Result<Option<Node<'static>>, String> {
         let text = match raw {
             Some(Raw::Kept(node)) if field.steps.is_plain() => return Ok(Some(node)),
-            Some(Raw::Kept(node)) => Some(node_text(&node)?),
+            Some(Raw::Kept(node)) => Some(Cow::Owned(node_text(&node)?)),
             Some(Raw::Text(text)) => Some(text),
             None => None,
         };
@@ -165,9 +181,9 @@ impl Mapping {
             return Ok(None);
         };
         Ok(Some(match field.name {
-            "quantity" => Node::Number(Cow::Owned(self.conventions.whole_number(&value)?)),
-            "price" => Node::String(Cow::Owned(self.conventions.decimal(&value)?)),
-            "observed_at" => Node::String(Cow::Owned(self.conventions.time(&value)?)),
+            "quantity" => Node::Number(Cow::Owned(self.conventions.into_whole_number(value)?)),
+            "price" => Node::String(Cow::Owned(self.conventions.into_decimal(value)?)),
+            "observed_at" => Node::String(Cow::Owned(self.conventions.into_time(value)?)),
             _ => Node::String(Cow::Owned(value)),
         }))
     }
@@ -189,10 +205,11 @@ fn source_of(format: &Format, field: &crate::domain::definition::Field) -> Resul
     })
 }
 
-/// A field's raw value: text (CSV, XML, a JSON string), or a JSON value kept as it is when
-/// the field declares no step that reads text (a JSON number stays the number written).
-enum Raw {
-    Text(String),
+/// A field's raw value: text (CSV, XML, a JSON string; borrowed from the body where it can
+/// be), or a JSON value kept as it is when the field declares no step that reads text (a JSON
+/// number stays the number written).
+enum Raw<'r> {
+    Text(Cow<'r, str>),
     Kept(Node<'static>),
 }
 

@@ -239,3 +239,59 @@ fn a_bad_article_is_named_by_its_line_and_the_others_are_read() {
         [("line 2".to_owned(), false), ("line 3".to_owned(), true)]
     );
 }
+
+/// A JSON body's fingerprint comes from the read's own parse: the same as
+/// `Fingerprint::compute` under every rule, with rows at member names, at an index, or at
+/// the root, and the unordered rule's refusal where no names lead to the rows.
+#[test]
+fn a_mapped_fingerprint_is_the_one_computed_from_the_body() {
+    use crate::domain::fingerprint::{CanonicalizationRule, Fingerprint};
+    use crate::domain::normalize::normalize_mapped;
+    let rules = [
+        CanonicalizationRule::BytesV1,
+        CanonicalizationRule::JsonV1,
+        CanonicalizationRule::JsonUnorderedRowsV1,
+    ];
+    let nested = br#"{"meta":{"generated_at":"2026-11-29T08:00:00Z"},"data":{"items":[[{"mpn":"B\"\\\u00e9","stock":"3 In Stock","uom":"EA","price":{"amount":"1.00","currency":"USD"}}],{"mpn":"A","stock":"5 In Stock","uom":"EA","price":{"amount":"2.00","currency":"USD"}},{"mpn":"C"}]}}"#;
+    let root = br#"[{"mpn":"B","stock":"3 In Stock","uom":"EA","price":{"amount":"1.00","currency":"USD"}},{"mpn":"A","stock":"5 In Stock","uom":"EA","price":{"amount":"2.00","currency":"USD"}}]"#;
+    let mut cases = vec![
+        (
+            definition("distributor-api"),
+            fixture("distributor-api", "page-1.json"),
+            vec!["data", "items"],
+        ),
+        (
+            definition("snapshot-webhooks"),
+            fixture("snapshot-webhooks", "snapshot-8812.json"),
+            vec!["stock"],
+        ),
+        (
+            definition("distributor-api"),
+            nested.to_vec(),
+            vec!["data", "items"],
+        ),
+    ];
+    let mut indexed = definition("distributor-api");
+    indexed["format"]["rows"] = json!("$.data.items[0][*]");
+    indexed["format"]["document"] = json!({});
+    indexed["fields"]["observed_at"] = json!({ "constant": "2026-11-29T08:00:00Z" });
+    cases.push((indexed.clone(), nested.to_vec(), vec![]));
+    let mut at_root = indexed;
+    at_root["format"]["rows"] = json!("$[*]");
+    cases.push((at_root, root.to_vec(), vec![]));
+    for (document, body, names) in cases {
+        let mapping = mapping(&document);
+        for rule in rules {
+            let mapped = normalize_mapped(&mapping, rule, &body).map(|n| n.fingerprint);
+            let computed = Fingerprint::compute(rule, &body, &names).map_err(|e| e.to_string());
+            match (&mapped, &computed) {
+                (Ok(m), Ok(c)) => assert_eq!(m, c, "{rule:?} {}", document["format"]),
+                (Err(m), Err(c)) => assert!(m.message.contains(c.as_str()), "{m:?} {c}"),
+                _ => panic!(
+                    "{rule:?} {}: {mapped:?} vs {computed:?}",
+                    document["format"]
+                ),
+            }
+        }
+    }
+}

@@ -57,24 +57,48 @@ pub fn decode(encoding: Encoding, body: &[u8]) -> Result<Cow<'_, str>, String> {
         }
         Encoding::Iso8859_1 => Ok(match std::str::from_utf8(body) {
             Ok(ascii) if body.is_ascii() => Cow::Borrowed(ascii),
-            _ => Cow::Owned(body.iter().map(|&b| char::from(b)).collect()),
+            _ => Cow::Owned(single_byte(body, |b, _| Ok(char::from(b)))?),
         }),
         Encoding::Windows1252 => {
             if body.is_ascii() {
                 return Ok(Cow::Borrowed(std::str::from_utf8(body).unwrap_or_default()));
             }
-            body.iter()
-                .enumerate()
-                .map(|(at, &b)| match b {
-                    0x80..=0x9F => WINDOWS_1252_HIGH[usize::from(b - 0x80)].ok_or_else(|| {
-                        format!("not Windows-1252: byte 0x{b:02X} at byte {at} names no character")
-                    }),
-                    _ => Ok(char::from(b)),
-                })
-                .collect::<Result<String, String>>()
-                .map(Cow::Owned)
+            single_byte(body, |b, at| match b {
+                0x80..=0x9F => WINDOWS_1252_HIGH[usize::from(b - 0x80)].ok_or_else(|| {
+                    format!("not Windows-1252: byte 0x{b:02X} at byte {at} names no character")
+                }),
+                _ => Ok(char::from(b)),
+            })
+            .map(Cow::Owned)
         }
     }
+}
+
+/// A single-byte encoding's text: runs of ASCII copied as they are, every other byte as the
+/// character `high` gives it (or its refusal), with the byte's offset.
+fn single_byte(
+    body: &[u8],
+    high: impl Fn(u8, usize) -> Result<char, String>,
+) -> Result<String, String> {
+    // Each byte above ASCII is two or three bytes of UTF-8; room for a few of them.
+    let mut text = String::with_capacity(body.len() + body.len() / 8);
+    let mut at = 0;
+    while let Some(rest) = body.get(at..) {
+        let ascii = rest
+            .iter()
+            .position(|b| !b.is_ascii())
+            .unwrap_or(rest.len());
+        let (run, tail) = rest.split_at(ascii);
+        // A run of ASCII bytes is UTF-8.
+        text.push_str(std::str::from_utf8(run).unwrap_or_default());
+        at += ascii;
+        let Some(&b) = tail.first() else {
+            break;
+        };
+        text.push(high(b, at)?);
+        at += 1;
+    }
+    Ok(text)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use crate::domain::definition::{Field, Values};
 use std::collections::BTreeMap;
+use std::fmt::Write;
 
 /// A field's steps, compiled once per definition.
 #[derive(Debug, Clone)]
@@ -112,65 +113,93 @@ impl Conventions {
     /// A whole number as digits (`1.234` with `.` as the thousands separator is `1234`); the
     /// normalizer checks its range.
     pub fn whole_number(&self, text: &str) -> Result<String, String> {
-        let digits = self.without_thousands(text, true)?;
+        self.into_whole_number(text.to_owned())
+    }
+
+    /// [`Self::whole_number`] of a value the caller owns (kept as it is when it needs no change).
+    pub fn into_whole_number(&self, text: String) -> Result<String, String> {
+        let changed = self.without_thousands(&text, true)?;
+        let digits = changed.as_deref().unwrap_or(&text);
         if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            Ok(digits)
+            Ok(changed.unwrap_or(text))
         } else {
-            Err(format!("{} is not a whole number", shown(text)))
+            Err(format!("{} is not a whole number", shown(&text)))
         }
     }
 
     /// A decimal written with the document's separators, with a dot (`1.234,50` -> `1234.50`);
     /// the normalizer checks it as a price.
     pub fn decimal(&self, text: &str) -> Result<String, String> {
-        let plain = self.without_thousands(text, false)?;
-        Ok(if self.decimal == '.' {
-            plain
-        } else if plain.contains('.') {
-            return Err(format!(
-                "{} has a '.', which is not this feed's decimal separator {:?}",
-                shown(text),
-                self.decimal
-            ));
-        } else {
-            plain.replace(self.decimal, ".")
-        })
+        self.into_decimal(text.to_owned())
     }
 
-    /// `text` without its thousands separators, each of which must stand between groups of
-    /// three digits before the decimal separator (`1.2.3` is refused, not read as `123`).
-    fn without_thousands(&self, text: &str, whole: bool) -> Result<String, String> {
+    /// [`Self::decimal`] of a value the caller owns (changed in place where it can be).
+    pub fn into_decimal(&self, text: String) -> Result<String, String> {
+        let changed = self.without_thousands(&text, false)?;
+        if self.decimal != '.' && changed.as_deref().unwrap_or(&text).contains('.') {
+            return Err(format!(
+                "{} has a '.', which is not this feed's decimal separator {:?}",
+                shown(&text),
+                self.decimal
+            ));
+        }
+        let mut plain = changed.unwrap_or(text);
+        if self.decimal != '.' {
+            while let Some(at) = plain.find(self.decimal) {
+                plain.replace_range(at..at + self.decimal.len_utf8(), ".");
+            }
+        }
+        Ok(plain)
+    }
+
+    /// `text` without its thousands separators (`None`: it has none), each of which must stand
+    /// between groups of three digits before the decimal separator (`1.2.3` is refused, not
+    /// read as `123`).
+    fn without_thousands(&self, text: &str, whole: bool) -> Result<Option<String>, String> {
         let Some(sep) = self.thousands else {
-            return Ok(text.to_owned());
+            return Ok(None);
         };
         if !text.contains(sep) {
-            return Ok(text.to_owned());
+            return Ok(None);
         }
         let integer = match (whole, text.find(self.decimal)) {
             (false, Some(at)) => &text[..at],
             _ => text,
         };
         let unsigned = integer.strip_prefix('-').unwrap_or(integer);
-        let groups: Vec<&str> = unsigned.split(sep).collect();
-        let well_grouped = (1..=3).contains(&groups[0].len())
-            && groups[1..].iter().all(|g| g.len() == 3)
-            && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_digit()));
+        let digits = |g: &str| g.bytes().all(|b| b.is_ascii_digit());
+        let mut groups = unsigned.split(sep);
+        let mut well_grouped = groups
+            .next()
+            .is_some_and(|g| (1..=3).contains(&g.len()) && digits(g));
+        let mut count = 1;
+        for group in groups {
+            count += 1;
+            well_grouped &= group.len() == 3 && digits(group);
+        }
         if !well_grouped {
             return Err(format!(
                 "{} does not group its digits by the thousands separator {sep:?}",
                 shown(text)
             ));
         }
-        Ok(text.replacen(sep, "", groups.len() - 1))
+        Ok(Some(text.replacen(sep, "", count - 1)))
     }
 
     /// A time in the document's format (RFC 3339 when it declares none) as RFC 3339 in UTC.
     /// A time without an offset is read in the declared time zone; one that zone skips or
     /// repeats (a daylight-saving change) is refused rather than guessed.
     pub fn time(&self, text: &str) -> Result<String, String> {
+        self.into_time(text.to_owned())
+    }
+
+    /// [`Self::time`] of a value the caller owns (kept as it is when the document's times are
+    /// RFC 3339 already).
+    pub fn into_time(&self, text: String) -> Result<String, String> {
         let Some(format) = &self.time_format else {
-            return Ok(text.to_owned());
+            return Ok(text);
         };
+        let text = text.as_str();
         let fail = |why: String| {
             format!(
                 "{} is not a time in the format {format:?}: {why}",
@@ -198,7 +227,11 @@ impl Conventions {
                 ))
             }
         };
-        Ok(timestamp.to_string())
+        // Written into a string sized once (RFC 3339 in UTC is 20 to 30 bytes); writing into
+        // a `String` cannot fail.
+        let mut written = String::with_capacity(32);
+        let _ = write!(written, "{timestamp}");
+        Ok(written)
     }
 }
 

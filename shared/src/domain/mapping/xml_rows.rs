@@ -12,23 +12,126 @@ use crate::domain::definition::{Encoding, Xml};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;
 use quick_xml::reader::NsReader;
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// An element name: its namespace URI (empty: none) and local name.
 type Name = (String, String);
 
-/// What a row holds, by element path relative to the row (the row itself at `[]`): each
-/// element's attributes and its own text, first occurrence only.
+/// The elements a row's fields read, as a tree of element paths relative to the row (node 0
+/// is the row element itself), and where each field's value is kept while a row is read.
 #[derive(Default)]
-struct Captured {
-    elements: HashMap<Vec<Name>, Element>,
+struct Wanted {
+    nodes: Vec<WantedNode>,
+    /// Each field's value: the text of a node, or an attribute (by its index in
+    /// [`Captured::attributes`]).
+    fields: Vec<(&'static str, Slot)>,
+    attributes: usize,
 }
 
 #[derive(Default)]
-struct Element {
-    attributes: BTreeMap<Name, String>,
-    text: String,
+struct WantedNode {
+    children: Vec<(Name, usize)>,
+    /// The attributes fields read on this element, with their index.
+    attributes: Vec<(Name, usize)>,
+    /// Whether a field reads this element's text.
+    text: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Slot {
+    Text(usize),
+    Attribute(usize),
+}
+
+/// What a row holds at the elements its fields read: each one's own text and the attributes
+/// read on it, first occurrence only. An element, attribute or text that is absent is empty,
+/// and an empty value is no value. Kept from row to row (cleared, not freed).
+struct Captured {
+    seen: Vec<bool>,
+    texts: Vec<String>,
+    attributes: Vec<String>,
+}
+
+impl Wanted {
+    fn of(mapping: &Mapping) -> Self {
+        let mut wanted = Wanted {
+            nodes: vec![WantedNode::default()],
+            ..Wanted::default()
+        };
+        for field in &mapping.fields {
+            let Source::Xml(path) = &field.source else {
+                continue;
+            };
+            let node = path
+                .elements
+                .iter()
+                .fold(0, |parent, name| wanted.child_or_new(parent, name));
+            let slot = match &path.attribute {
+                Some(attribute) => Slot::Attribute(wanted.attribute(node, attribute)),
+                None => {
+                    if let Some(wanted) = wanted.nodes.get_mut(node) {
+                        wanted.text = true;
+                    }
+                    Slot::Text(node)
+                }
+            };
+            wanted.fields.push((field.name, slot));
+        }
+        wanted
+    }
+
+    fn child_or_new(&mut self, parent: usize, name: &Name) -> usize {
+        if let Some(child) = self.child(parent, &name.0, &name.1) {
+            return child;
+        }
+        let child = self.nodes.len();
+        self.nodes.push(WantedNode::default());
+        if let Some(parent) = self.nodes.get_mut(parent) {
+            parent.children.push((name.clone(), child));
+        }
+        child
+    }
+
+    /// The index of `name` among the attributes read (on `node`).
+    fn attribute(&mut self, node: usize, name: &Name) -> usize {
+        let Some(node) = self.nodes.get_mut(node) else {
+            return usize::MAX;
+        };
+        if let Some((_, index)) = node.attributes.iter().find(|(n, _)| n == name) {
+            return *index;
+        }
+        let index = self.attributes;
+        self.attributes += 1;
+        node.attributes.push((name.clone(), index));
+        index
+    }
+
+    fn child(&self, parent: usize, ns: &str, local: &str) -> Option<usize> {
+        let (_, child) = self
+            .nodes
+            .get(parent)?
+            .children
+            .iter()
+            .find(|((n, l), _)| n == ns && l == local)?;
+        Some(*child)
+    }
+
+    fn captured(&self) -> Captured {
+        Captured {
+            seen: vec![false; self.nodes.len()],
+            texts: vec![String::new(); self.nodes.len()],
+            attributes: vec![String::new(); self.attributes],
+        }
+    }
+}
+
+impl Captured {
+    fn clear(&mut self) {
+        self.seen.fill(false);
+        self.texts.iter_mut().for_each(String::clear);
+        self.attributes.iter_mut().for_each(String::clear);
+    }
 }
 
 /// A parsed XML path: element steps, and a final attribute.
@@ -98,8 +201,11 @@ pub(super) fn read(
 ) -> Result<PageRead, String> {
     let text = decode(body)?;
     let rows_path = parse_path(&xml.rows, &xml.namespaces, true)?;
+    let wanted = Wanted::of(mapping);
     let mut walk = Walk {
         mapping,
+        captured: wanted.captured(),
+        wanted,
         rows_path: &rows_path.elements,
         max_depth: xml.max_depth as usize,
         max_rows,
@@ -141,17 +247,31 @@ pub(super) fn read(
 /// The reader's state between events.
 struct Walk<'m, 't> {
     mapping: &'m Mapping,
+    wanted: Wanted,
     rows_path: &'m [Name],
     max_depth: usize,
     max_rows: usize,
     text: &'t str,
-    /// The open elements, each with whether its text is captured.
-    stack: Vec<(Name, bool)>,
-    /// The row being read: its depth, its line and what it holds so far.
-    row: Option<(usize, usize, Captured)>,
+    /// The open elements.
+    stack: Vec<Open>,
+    /// The row being read: its depth and its line.
+    row: Option<(usize, usize)>,
+    /// What the row being read holds so far.
+    captured: Captured,
     rows: Result<Vec<RowRead>, String>,
     /// The last byte offset a line was counted to, and its line.
     lines: (usize, usize),
+}
+
+/// An open element.
+#[derive(Clone, Copy)]
+struct Open {
+    /// Whether it and its ancestors are the rows path's first elements.
+    on_rows_path: bool,
+    /// The wanted element it is, in the row being read.
+    node: Option<usize>,
+    /// Whether its text is kept: a wanted element's first occurrence in its row.
+    captured: bool,
 }
 
 impl Walk<'_, '_> {
@@ -162,69 +282,92 @@ impl Walk<'_, '_> {
         at: usize,
     ) -> Result<(), String> {
         let (ns, local) = reader.resolver().resolve_element(e.name());
-        let name = (namespace(ns)?, local.as_ref().to_owned());
+        let (ns, local) = (namespace(ns)?, local.as_ref());
         if self.stack.len() >= self.max_depth {
             return Err(format!(
                 "elements nest deeper than max_depth {}",
                 self.max_depth
             ));
         }
-        let attributes = attributes(reader, e)?;
-        self.stack.push((name, false));
-        let path: Vec<Name> = self.stack.iter().map(|(n, _)| n.clone()).collect();
-        if self.row.is_none() && path == self.rows_path {
+        let depth = self.stack.len() + 1;
+        let on_rows_path = self.stack.last().is_none_or(|parent| parent.on_rows_path)
+            && depth
+                .checked_sub(1)
+                .and_then(|i| self.rows_path.get(i))
+                .is_some_and(|(n, l)| n == ns && l == local);
+        if self.row.is_none() && on_rows_path && depth == self.rows_path.len() {
             let line = self.line_at(at);
-            self.row = Some((self.stack.len(), line, Captured::default()));
+            self.row = Some((depth, line));
         }
-        if let Some((depth, _, captured)) = &mut self.row {
-            let relative = path[*depth..].to_vec();
-            if let Entry::Vacant(slot) = captured.elements.entry(relative) {
-                slot.insert(Element {
-                    attributes,
-                    text: String::new(),
-                });
-                if let Some(open) = self.stack.last_mut() {
-                    open.1 = true;
-                }
-            }
+        let node = match self.row {
+            Some((row_depth, _)) if row_depth == depth => Some(0),
+            Some(_) => self
+                .stack
+                .last()
+                .and_then(|parent| parent.node)
+                .and_then(|parent| self.wanted.child(parent, ns, local)),
+            None => None,
+        };
+        let first = node.filter(|n| self.captured.seen.get(*n) == Some(&false));
+        attributes(
+            reader,
+            e,
+            first.and_then(|n| self.wanted.nodes.get(n)),
+            &mut self.captured,
+        )?;
+        if let Some(seen) = first.and_then(|n| self.captured.seen.get_mut(n)) {
+            *seen = true;
         }
+        self.stack.push(Open {
+            on_rows_path,
+            node,
+            captured: first.is_some(),
+        });
         Ok(())
     }
 
     fn close(&mut self) {
         let depth = self.stack.len();
         self.stack.pop();
-        let closes_row = matches!(&self.row, Some((row_depth, _, _)) if *row_depth == depth);
-        let Some((_, line, captured)) = self.row.take_if(|_| closes_row) else {
-            return;
-        };
-        let Ok(rows) = &mut self.rows else {
-            return;
-        };
-        if rows.len() == self.max_rows {
-            self.rows = Err(format!("more than {} rows", self.max_rows));
+        if !matches!(self.row, Some((row_depth, _)) if row_depth == depth) {
             return;
         }
-        let row = self.mapping.row_of(|field| Ok(value(field, &captured)));
-        rows.push(RowRead {
-            place: format!("line {line}"),
-            row,
-            source: Vec::new(),
-        });
-    }
-
-    /// Text inside the innermost open element, kept when that element is captured.
-    fn append(&mut self, text: &str) {
-        let innermost = self.stack.last().map(|(n, captured)| (n, *captured));
-        let (Some((_, true)), Some((depth, _, captured))) = (innermost, &mut self.row) else {
+        let Some((_, line)) = self.row.take() else {
             return;
         };
-        let relative: Vec<Name> = self.stack[*depth..]
-            .iter()
-            .map(|(n, _)| n.clone())
-            .collect();
-        if let Some(element) = captured.elements.get_mut(&relative) {
-            element.text.push_str(text);
+        if let Ok(rows) = &mut self.rows {
+            if rows.len() == self.max_rows {
+                self.rows = Err(format!("more than {} rows", self.max_rows));
+            } else {
+                let (wanted, captured) = (&self.wanted, &self.captured);
+                let row = self
+                    .mapping
+                    .row_of(|field| Ok(value(wanted, field, captured)));
+                rows.push(RowRead {
+                    place: format!("line {line}"),
+                    row,
+                    source: Vec::new(),
+                });
+            }
+        }
+        self.captured.clear();
+    }
+
+    /// Text inside the innermost open element, kept when that element is captured and a field
+    /// reads its text.
+    fn append(&mut self, text: &str) {
+        let Some(Open {
+            node: Some(node),
+            captured: true,
+            ..
+        }) = self.stack.last()
+        else {
+            return;
+        };
+        if self.wanted.nodes.get(*node).is_some_and(|n| n.text) {
+            if let Some(kept) = self.captured.texts.get_mut(*node) {
+                kept.push_str(text);
+            }
         }
     }
 
@@ -242,24 +385,27 @@ impl Walk<'_, '_> {
 }
 
 /// A field's value in a captured row: its element's text, or the attribute its path ends in.
-fn value(field: &super::MappedField, captured: &Captured) -> Option<Raw> {
-    let Source::Xml(path) = &field.source else {
-        return None;
+fn value<'c>(
+    wanted: &Wanted,
+    field: &super::MappedField,
+    captured: &'c Captured,
+) -> Option<Raw<'c>> {
+    let (_, slot) = wanted.fields.iter().find(|(name, _)| *name == field.name)?;
+    let text = match *slot {
+        Slot::Text(node) => captured.texts.get(node)?,
+        Slot::Attribute(index) => captured.attributes.get(index)?,
     };
-    let element = captured.elements.get(&path.elements)?;
-    let text = match &path.attribute {
-        Some(name) => element.attributes.get(name)?.clone(),
-        None => element.text.clone(),
-    };
-    (!text.is_empty()).then_some(Raw::Text(text))
+    (!text.is_empty()).then_some(Raw::Text(Cow::Borrowed(text)))
 }
 
-/// An element's attributes by resolved name (namespace declarations left out), unescaped.
+/// Reads every attribute of an element (namespace declarations left out), each name resolved
+/// and each value unescaped; the values `wanted` reads are kept in `captured`.
 fn attributes(
     reader: &NsReader<&[u8]>,
     e: &BytesStart<'_>,
-) -> Result<BTreeMap<Name, String>, String> {
-    let mut found = BTreeMap::new();
+    wanted: Option<&WantedNode>,
+    captured: &mut Captured,
+) -> Result<(), String> {
     for attribute in e.attributes() {
         let attribute = attribute.map_err(|e| format!("attribute: {e}"))?;
         let key = attribute.key;
@@ -270,35 +416,43 @@ fn attributes(
         let value = attribute
             .normalized_value(quick_xml::XmlVersion::Implicit1_0)
             .map_err(|e| format!("attribute {}: {e}", local.as_ref()))?;
-        found.insert(
-            (namespace(ns)?, local.as_ref().to_owned()),
-            value.into_owned(),
-        );
+        let ns = namespace(ns)?;
+        let slot = wanted.and_then(|w| {
+            w.attributes
+                .iter()
+                .find(|((n, l), _)| n == ns && l == local.as_ref())
+        });
+        // A name given twice (two prefixes of one namespace) keeps its last value.
+        if let Some(kept) = slot.and_then(|(_, index)| captured.attributes.get_mut(*index)) {
+            kept.clear();
+            kept.push_str(&value);
+        }
     }
-    Ok(found)
+    Ok(())
 }
 
-fn namespace(resolved: ResolveResult<'_>) -> Result<String, String> {
+/// A resolved name's namespace URI (empty: none).
+fn namespace(resolved: ResolveResult<'_>) -> Result<&str, String> {
     match resolved {
-        ResolveResult::Bound(ns) => Ok(ns.as_ref().to_owned()),
-        ResolveResult::Unbound => Ok(String::new()),
+        ResolveResult::Bound(ns) => Ok(ns.0),
+        ResolveResult::Unbound => Ok(""),
         ResolveResult::Unknown(prefix) => Err(format!("the prefix {prefix:?} is not declared")),
     }
 }
 
 /// A character reference or one of the five predefined entities; any other entity is
 /// refused (none can be declared: a DTD is refused).
-fn entity(reference: &quick_xml::events::BytesRef<'_>) -> Result<String, String> {
+fn entity(reference: &quick_xml::events::BytesRef<'_>) -> Result<Cow<'static, str>, String> {
     if let Ok(Some(c)) = reference.resolve_char_ref() {
-        return Ok(c.to_string());
+        return Ok(Cow::Owned(c.to_string()));
     }
     let name = reference.clone().into_inner();
     match name.as_ref() {
-        "lt" => Ok("<".into()),
-        "gt" => Ok(">".into()),
-        "amp" => Ok("&".into()),
-        "apos" => Ok("'".into()),
-        "quot" => Ok("\"".into()),
+        "lt" => Ok(Cow::Borrowed("<")),
+        "gt" => Ok(Cow::Borrowed(">")),
+        "amp" => Ok(Cow::Borrowed("&")),
+        "apos" => Ok(Cow::Borrowed("'")),
+        "quot" => Ok(Cow::Borrowed("\"")),
         other => Err(format!(
             "the entity &{other}; is not accepted (only the five XML predefines)"
         )),

@@ -5,6 +5,7 @@
 use super::{normalize_row, refuse_ambiguous, NormalizedRow, MAX_ROWS};
 use crate::domain::canonical_json::canonical_bytes;
 use crate::domain::fingerprint::{CanonicalizationRule, Fingerprint};
+use crate::domain::hashing::sha256_hex;
 use crate::domain::mapping::{Mapping, PageRead};
 use crate::domain::reject::{RejectCode, Rejection};
 use serde::{Deserialize, Serialize};
@@ -50,16 +51,32 @@ pub fn normalize_mapped(
     rule: CanonicalizationRule,
     body: &[u8],
 ) -> Result<Normalized, Rejection> {
-    let page = mapping.read(body, MAX_ROWS).map_err(|why| {
-        let code = if why.contains("rows exceed") || why.starts_with("more than") {
-            RejectCode::PayloadTooLarge
-        } else {
-            RejectCode::InvalidPayload
-        };
-        Rejection::new(code, why)
-    })?;
-    let fingerprint = fingerprint_under(mapping, rule, body)?;
-    let (mut rows, refused) = validate_rows(&page);
+    let (mut page, document) =
+        mapping
+            .read_canonical(body, MAX_ROWS, Some(rule))
+            .map_err(|why| {
+                let code = if why.contains("rows exceed") || why.starts_with("more than") {
+                    RejectCode::PayloadTooLarge
+                } else {
+                    RejectCode::InvalidPayload
+                };
+                Rejection::new(code, why)
+            })?;
+    // A JSON body's canonical document comes from the read's own parse.
+    let fingerprint = match document {
+        Some(Ok(document)) => Fingerprint {
+            rule,
+            sha256_hex: sha256_hex(&document),
+        },
+        Some(Err(e)) => {
+            return Err(Rejection::new(
+                RejectCode::InvalidPayload,
+                format!("body cannot be canonicalized: {e}"),
+            ))
+        }
+        None => fingerprint_under(mapping, rule, body)?,
+    };
+    let (mut rows, refused) = validate_rows(&mut page);
     refuse_ambiguous(&rows)?;
     if rule.orders_rows_canonically() {
         rows.sort_by(|a, b| a.canonical.cmp(&b.canonical));
@@ -76,15 +93,16 @@ pub fn normalize_mapped(
 }
 
 /// Each read row through the row rules: the offers, and every refusal with its place.
-fn validate_rows(page: &PageRead) -> (Vec<NormalizedRow>, Vec<RefusedRow>) {
-    let mut rows = Vec::new();
+/// The rows are taken out of `page`.
+fn validate_rows(page: &mut PageRead) -> (Vec<NormalizedRow>, Vec<RefusedRow>) {
+    let mut rows = Vec::with_capacity(page.rows.len());
     let mut refused = Vec::new();
-    for read in &page.rows {
+    for read in std::mem::take(&mut page.rows) {
         let checked = match &read.row {
             Ok(node) => {
                 let canonical = match read.source.is_empty() {
                     true => canonical_bytes(node),
-                    false => read.source.clone(),
+                    false => read.source,
                 };
                 normalize_row(&read.place, node, page.default_observed_at, canonical)
             }
