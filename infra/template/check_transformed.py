@@ -101,6 +101,7 @@ FUNCTION_CALLS = {
         "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem",
         "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
         "s3:GetObject", "s3:PutObject", "sqs:SendMessage", "lambda:InvokeFunction",
+        "secretsmanager:GetSecretValue",
     },
     "SweeperFunction": {
         "dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
@@ -111,7 +112,9 @@ FUNCTION_CALLS = {
         "secretsmanager:GetSecretValue",
     },
     "PollerFunction": {
-        "dynamodb:GetItem", "dynamodb:UpdateItem", "sqs:SendMessage", "s3:PutObject",
+        "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "sqs:SendMessage",
+        "s3:PutObject",
+        "secretsmanager:GetSecretValue",
     },
     "DropsFunction": {
         "dynamodb:GetItem", "sqs:SendMessage", "s3:GetObject", "s3:GetObjectVersion",

@@ -28,6 +28,7 @@ mod projection_lag;
 mod projection_races;
 mod projection_scale;
 mod projection_ties;
+mod pulls;
 mod racing_puts;
 mod read_path;
 mod request_budget;

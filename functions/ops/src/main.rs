@@ -56,6 +56,11 @@ async fn main() -> Result<(), Error> {
         queue.clone(),
         Arc::new(S3ClaimStore::new(clients.s3.clone(), &raw_bucket)),
         clock.clone(),
+    )
+    // Naming an `export_page` run of a defined pull reads its page 1 with its credential.
+    .with_defined_pulls(
+        Arc::new(HttpExportSource::new()),
+        Arc::new(feedsafe::aws::pull_credentials::SecretsManagerPullCredentials::from_env().await),
     );
     let service = OpsService::new(
         evidence,

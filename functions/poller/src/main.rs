@@ -5,6 +5,7 @@
 
 use feedsafe::aws::claims::S3ClaimStore;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
+use feedsafe::aws::pull_credentials::SecretsManagerPullCredentials;
 use feedsafe::aws::sqs::SqsDeliveryQueue;
 use feedsafe::aws::AwsClients;
 use feedsafe::intake::poller::{HttpExportSource, PullService};
@@ -42,6 +43,13 @@ async fn main() -> Result<(), Error> {
         Arc::new(SqsDeliveryQueue::new(clients.sqs.clone(), queue_url)),
         Arc::new(S3ClaimStore::new(clients.s3.clone(), raw_bucket)),
         Arc::new(SystemClock),
+    )
+    // A defined pull's pages go through the same guarded client; its credential is read from
+    // Secrets Manager by the definition's `secret_ref` (cached briefly, so rotation needs no
+    // deploy).
+    .with_defined_pulls(
+        Arc::new(HttpExportSource::new()),
+        Arc::new(SecretsManagerPullCredentials::from_env().await),
     );
     let service = &service;
     run(service_fn(move |event: LambdaEvent<Value>| async move {

@@ -10,6 +10,9 @@
 //!   was built, as if the response were lost on the way.
 //!
 //! `times: 4294967295` (`u32::MAX`) means always. The same controls are methods of the handle.
+//!
+//! It also serves fixed supplier APIs under `/apis/` for pulls made from a definition (a
+//! cursor-paginated bearer JSON API, a Link-header JSON API, a CSV by page number): [`apis`].
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -26,6 +29,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tracing::{debug, warn};
+
+pub mod apis;
 
 /// Control request bodies larger than this are refused (413).
 const MAX_CONTROL_BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -203,6 +208,11 @@ async fn route(state: &Shared, request: Request<Incoming>) -> Response<Full<Byte
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let query = request.uri().query().unwrap_or("").to_owned();
+    if method == Method::GET {
+        if let Some(answer) = apis::route(&path, &query, request.headers()) {
+            return answer;
+        }
+    }
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (method, segments.as_slice()) {
         (Method::GET, ["exports", connector]) => export_page(state, connector, &query),

@@ -109,6 +109,8 @@ pub struct StackOptions {
     pub visibility_override: Option<i32>,
     pub tokens_file: PathBuf,
     pub secrets_file: PathBuf,
+    /// Local sample credentials of pulls made from a definition, by `secret_ref`.
+    pub pull_secrets_file: PathBuf,
     /// Seed `infra/local/connectors.json` before the server answers.
     pub seed_samples: bool,
     /// Seed the connector definitions of this folder (through the checks of
@@ -133,6 +135,7 @@ impl Default for StackOptions {
             visibility_override: None,
             tokens_file: local.join("tokens.json"),
             secrets_file: local.join("secrets.json"),
+            pull_secrets_file: local.join("pull-secrets.json"),
             seed_samples: true,
             definitions_dir: None,
             record_events: None,
@@ -331,14 +334,17 @@ pub async fn start_stack(
     let claims = Arc::new(S3ClaimStore::new(clients.s3.clone(), &bucket));
     let clock = Arc::new(SystemClock);
     let supplier = FakeSupplier::start(options.supplier_port).await?;
-    let pull = Arc::new(PullService::new(
-        evidence.clone(),
-        evidence.clone(),
-        Arc::new(HttpExportSource::allowing_loopback_http()),
-        queue.clone(),
-        claims.clone(),
-        clock.clone(),
-    ));
+    let pull = Arc::new(fake_supplier::apis::with_local_pulls(
+        PullService::new(
+            evidence.clone(),
+            evidence.clone(),
+            Arc::new(HttpExportSource::allowing_loopback_http()),
+            queue.clone(),
+            claims.clone(),
+            clock.clone(),
+        ),
+        &options.pull_secrets_file,
+    )?);
     let (launcher, launches) = tokio::sync::mpsc::unbounded_channel();
     let ops = Arc::new(
         OpsService::new(

@@ -37,6 +37,18 @@ impl RunLedger for DynamoEvidenceStore {
     async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError> {
         DynamoEvidenceStore::start_run(self, run).await
     }
+
+    /// Sets the count of an open run; if every page committed before it was known (no commit
+    /// is left to complete the run), completes it here.
+    async fn count_pages(&self, run: &Run) -> Result<(), StoreError> {
+        if let RunStart::Open = DynamoEvidenceStore::start_run(self, run).await? {
+            let pages = self.run_pages(run.run_id.as_str()).await?;
+            if pages.all_committed(run.page_count) {
+                ProjectorWrites::mark_complete(self, run.run_id.as_str(), Timestamp::now()).await?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl DynamoEvidenceStore {

@@ -11,6 +11,7 @@ pub mod item_keys;
 pub mod item_size;
 pub mod operator_records;
 pub mod projection_table;
+pub mod pull_credentials;
 mod replays;
 pub mod s3;
 pub mod secret_owners;

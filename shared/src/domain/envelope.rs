@@ -64,6 +64,22 @@ pub enum BodyRef {
     },
 }
 
+/// A page of a pull named by its schedule slot (`RunId::for_slot`): the run must be this
+/// connector's slot run, and a cursor delivery (`cursor:{slot}/{cursor}`) must name its slot.
+/// Digest ids (`fb-…`, `cur-…`) carry no slot; the run's own check binds it to the connector.
+fn slot_page_is_own(connector: &ConnectorId, run: &RunId, id: &str) -> bool {
+    let Some(slot) = RunId::slot_of(connector, run) else {
+        return false;
+    };
+    match id
+        .strip_prefix("cursor:")
+        .and_then(|rest| rest.split_once('/'))
+    {
+        Some((named, _)) => named == slot.to_rfc3339(),
+        None => id.starts_with("fb-") || id.starts_with("cur-"),
+    }
+}
+
 impl DeliveryEnvelope {
     pub fn parse(bytes: &[u8]) -> Result<Self, Rejection> {
         let envelope: Self = serde_json::from_slice(bytes).map_err(|e| {
@@ -108,7 +124,7 @@ impl DeliveryEnvelope {
             let own = id.rsplit_once('/').is_some_and(|(export, page)| {
                 page == run.page.to_string()
                     && RunId::for_export(&envelope.connector, export) == run.run_id
-            });
+            }) || slot_page_is_own(&envelope.connector, &run.run_id, id);
             if !own {
                 return Err(Rejection::new(
                     RejectCode::InvalidEnvelope,
@@ -207,5 +223,33 @@ mod tests {
             let err = DeliveryEnvelope::parse(bad.as_bytes()).unwrap_err();
             assert_eq!(err.code, RejectCode::InvalidEnvelope, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_slot_run_takes_only_its_own_connectors_slot_pages() {
+        let slot_page = |connector: &str, id: &str, run: &str| {
+            EXAMPLE
+                .replace(
+                    "\"connector\": \"acme-eu\"",
+                    &format!("\"connector\": \"{connector}\""),
+                )
+                .replace("EXP-8821/2", id)
+                .replace("run-acme-eu.EXP-8821", run)
+        };
+        let run = "run-acme-eu.slot_20261129T080000Z";
+        for id in [
+            "cursor:2026-11-29T08:00:00Z/c2",
+            &format!("fb-{}", "0".repeat(64)),
+        ] {
+            let text = slot_page("acme-eu", id, run);
+            assert!(DeliveryEnvelope::parse(text.as_bytes()).is_ok(), "{id}");
+            // Another connector's slot run, or a cursor page of another slot, is refused.
+            let other = slot_page("acme-us", id, run);
+            assert!(DeliveryEnvelope::parse(other.as_bytes()).is_err(), "{id}");
+        }
+        let other_slot = slot_page("acme-eu", "cursor:2026-11-29T09:00:00Z/c2", run);
+        assert!(DeliveryEnvelope::parse(other_slot.as_bytes()).is_err());
+        let not_a_slot_page = slot_page("acme-eu", "snapshot:S-1", run);
+        assert!(DeliveryEnvelope::parse(not_a_slot_page.as_bytes()).is_err());
     }
 }

@@ -196,6 +196,7 @@ impl OpsService {
                 ))
             }
             Err(PullError::Store(e)) => Err(e.into()),
+            Err(e @ PullError::Credential(_)) => Err(OpsError::Invalid(e.to_string())),
         }
     }
 

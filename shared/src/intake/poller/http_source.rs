@@ -355,5 +355,7 @@ impl ExportSource for HttpExportSource {
     }
 }
 
+mod paged_fetch;
+
 #[cfg(test)]
 mod tests;

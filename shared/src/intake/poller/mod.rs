@@ -43,6 +43,13 @@ pub const EXPORT_PAGE_BASIS: &str = "export_page";
 #[async_trait]
 pub trait RunLedger: Send + Sync {
     async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError>;
+
+    /// Records the page count of a run started without one (a defined pull learns it at its
+    /// last page), so that the run completes once those pages have committed. A store whose
+    /// pages may all have committed before this MUST complete the run then.
+    async fn count_pages(&self, run: &Run) -> Result<(), StoreError> {
+        self.start_run(run).await.map(|_| ())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -117,6 +124,9 @@ pub enum PullError {
     Misconfigured(#[from] ConnectorConfigError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The definition's credential could not be had (its reference is named, never a value).
+    #[error("{0}")]
+    Credential(credentials::CredentialError),
 }
 
 /// What one run of a pull connector did.
@@ -140,6 +150,9 @@ pub struct PullReport {
     /// `replay_payload_mismatch` quarantine entry). Asynchronous: the outcome is ingest's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compared: Vec<u32>,
+    /// Why a defined pull asked for no further page (its pagination's end, or a guard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// The fields of an export page the poller reads; the rows are ingest's business.
@@ -177,6 +190,9 @@ pub struct PullService {
     clock: Arc<dyn Clock>,
     initial_backoff: Duration,
     max_backoff: Duration,
+    /// A defined pull's pages and credentials (`with_defined_pulls`).
+    pages: Arc<dyn paged::PageSource>,
+    credentials: Arc<dyn credentials::PullCredentials>,
 }
 
 impl PullService {
@@ -197,7 +213,21 @@ impl PullService {
             clock,
             initial_backoff: INITIAL_BACKOFF,
             max_backoff: MAX_BACKOFF,
+            pages: Arc::new(HttpExportSource::new()),
+            credentials: Arc::new(credentials::NoPullCredentials),
         }
+    }
+
+    /// Where a defined pull's pages and credentials come from (by default: the deployed
+    /// guarded client, and no credentials, so that only `auth: none` pulls run).
+    pub fn with_defined_pulls(
+        mut self,
+        pages: Arc<dyn paged::PageSource>,
+        credentials: Arc<dyn credentials::PullCredentials>,
+    ) -> Self {
+        self.pages = pages;
+        self.credentials = credentials;
+        self
     }
 
     /// Other retry delays (tests use milliseconds).
@@ -211,8 +241,19 @@ impl PullService {
     /// nothing recorded, nothing enqueued. What `POST /v1/connectors/{id}/runs` answers with
     /// before the pull itself runs asynchronously.
     pub async fn locate(&self, connector: &ConnectorId) -> Result<ExportRun, PullError> {
+        let config = self.config(connector).await?;
+        if let Some(defined) = paged::defined(&config) {
+            return self.locate_defined(&defined).await;
+        }
         let (_, export, _) = self.first_page(connector).await?;
         Ok(export)
+    }
+
+    async fn config(&self, connector: &ConnectorId) -> Result<ConnectorConfig, PullError> {
+        self.connectors
+            .connector(connector)
+            .await?
+            .ok_or_else(|| PullError::UnknownConnector(connector.clone()))
     }
 
     /// The connector's configuration, its export as page 1 names it, and page 1's body.
@@ -245,6 +286,10 @@ impl PullService {
     /// Pulls the supplier's current export for `connector`: records the run, then enqueues every
     /// page that could be fetched. Pages that could not are in `PullReport::failed`.
     pub async fn run_connector(&self, connector: &ConnectorId) -> Result<PullReport, PullError> {
+        let config = self.config(connector).await?;
+        if let Some(defined) = paged::defined(&config) {
+            return self.run_defined(&defined).await;
+        }
         let (config, export, first) = self.first_page(connector).await?;
         let settings = pull_settings(&config)?;
         let ExportRun {
@@ -281,6 +326,7 @@ impl PullService {
             failed: Vec::new(),
             run_was: None,
             compared: Vec::new(),
+            stopped: None,
         };
         let committed = self.start_or_find_run(&run, &mut report).await?;
         // Every page is enqueued, whatever the run's state: a page already committed under its
@@ -493,7 +539,10 @@ fn first_page_header(body: &[u8]) -> Result<(String, u32), PullError> {
 }
 
 /// In-memory fakes of the poller's ports, for unit tests here and in `crate::intake::drops`.
+pub mod credentials;
 mod http_source;
+pub mod paged;
+pub mod pagination;
 pub use http_source::HttpExportSource;
 
 #[cfg(test)]
