@@ -30,6 +30,8 @@ use feedsafe::protocols::projection::{ProjectedOffer, INLINE_BUDGET, WORK_SLICE}
 use projector::RowKeys;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+mod fresh;
+mod operator;
 mod partitions;
 mod projector;
 mod records;
@@ -64,6 +66,21 @@ fn s3_stem(key: &str, components: usize) -> String {
         out.push('/');
     }
     out
+}
+
+/// A payload digest that differs for a mismatch (another payload under the same key).
+fn payload_digest(key_text: &str, outcome: Outcome) -> String {
+    sha256_hex(
+        format!(
+            "{key_text}\n{}",
+            if outcome == Outcome::Mismatch {
+                "changed"
+            } else {
+                "original"
+            }
+        )
+        .as_bytes(),
+    )
 }
 
 fn price() -> Price {
@@ -283,17 +300,37 @@ impl<'w> Sim<'w> {
     /// sent.
     pub fn ingest(&mut self, d: &Delivery) {
         use latency::*;
-        let world = self.world;
-        let supplier = &world.suppliers[d.supplier];
-        let body = d.body_bytes(&world.params);
+        let body = d.body_bytes(&self.world.params);
         let kib = body as f64 / 1024.0;
-        let mut t = d.at + (CPU_BASE + CPU_PER_KIB * kib) / 1000.0;
+        let t = d.at + (CPU_BASE + CPU_PER_KIB * kib) / 1000.0;
         let key_text = d.key.as_string();
         self.load.ingest_messages += 1;
         if matches!(d.kind, Kind::Webhook) {
             self.load.webhooks += 1;
         }
-        // The poller recorded the run before enqueuing its first page.
+        self.record_run(d);
+        let mut t = self.read_body(d, body, &key_text, t);
+        let sha = payload_digest(&key_text, d.outcome);
+        if d.outcome == Outcome::Rejected {
+            let t = self.reject(d, &key_text, kib, t);
+            self.finish_ingest(d, t);
+            return;
+        }
+        let artifact = artifact_key(&d.key, &sha);
+        self.tally
+            .write(pat::RAW, S3, &s3_stem(&artifact, 3), t, 1.0);
+        t += (S3_PUT + S3_PER_KIB * kib) / 1000.0;
+        let t = match d.outcome {
+            Outcome::Replay => self.count_replay(d, &artifact, &sha, t),
+            Outcome::Mismatch => self.refuse_mismatch(d, &artifact, &sha, t),
+            Outcome::Fresh => self.store_fresh(d, &artifact, &sha, t),
+            Outcome::Rejected => unreachable!("handled above"),
+        };
+        self.finish_ingest(d, t);
+    }
+
+    /// The poller recorded the run before enqueuing its first page.
+    fn record_run(&mut self, d: &Delivery) {
         if let Kind::Page { run, .. } = &d.kind {
             if d.outcome == Outcome::Fresh && self.seen_runs.insert(run.clone()) {
                 let at = (d.at - 0.5).max(0.0);
@@ -308,10 +345,17 @@ impl<'w> Sim<'w> {
                 );
             }
         }
-        // The body: inline, claim-checked by its producer, or a dropped file.
+    }
+
+    /// The body: inline, claim-checked by its producer, or a dropped file. Returns when ingest
+    /// has it.
+    fn read_body(&mut self, d: &Delivery, body: usize, key_text: &str, mut t: f64) -> f64 {
+        use latency::*;
+        let kib = body as f64 / 1024.0;
         match &d.kind {
             Kind::Drop { file } => {
-                let key = format!("{DROPS_PREFIX}{}/{file}", supplier.connector);
+                let connector = &self.world.suppliers[d.supplier].connector;
+                let key = format!("{DROPS_PREFIX}{connector}/{file}");
                 // The supplier's own upload, then ingest's read.
                 self.tally
                     .write(pat::DROPS, S3, &s3_stem(&key, 2), d.at, 1.0);
@@ -327,68 +371,55 @@ impl<'w> Sim<'w> {
             }
             _ => {}
         }
-        // A payload digest that differs for a mismatch (another payload under the same key).
-        let sha = sha256_hex(
-            format!(
-                "{key_text}\n{}",
-                if d.outcome == Outcome::Mismatch {
-                    "changed"
-                } else {
-                    "original"
-                }
-            )
-            .as_bytes(),
-        );
-        if d.outcome == Outcome::Rejected {
-            let message = sha256_hex(format!("message\n{key_text}").as_bytes());
-            let evidence = rejected_key(supplier.tenant.as_str(), &message);
-            self.tally
-                .write(pat::REJECTED, S3, &s3_stem(&evidence, 2), t, 1.0);
-            t += (S3_PUT + S3_PER_KIB * kib) / 1000.0;
-            let entry = quarantine(d, &evidence, &message, None, self.epoch_time);
-            self.put_quarantine(&entry, t);
-            t += WRITE_ITEM / 1000.0;
-            self.finish_ingest(d, t);
-            return;
-        }
-        let artifact = artifact_key(&d.key, &sha);
+        t
+    }
+
+    /// A rejected delivery: its evidence, then its quarantine entry.
+    fn reject(&mut self, d: &Delivery, key_text: &str, kib: f64, mut t: f64) -> f64 {
+        use latency::*;
+        let tenant = self.world.suppliers[d.supplier].tenant.as_str();
+        let message = sha256_hex(format!("message\n{key_text}").as_bytes());
+        let evidence = rejected_key(tenant, &message);
         self.tally
-            .write(pat::RAW, S3, &s3_stem(&artifact, 3), t, 1.0);
+            .write(pat::REJECTED, S3, &s3_stem(&evidence, 2), t, 1.0);
         t += (S3_PUT + S3_PER_KIB * kib) / 1000.0;
-        let replay = replay_pk(&key_text);
-        let partition = hash_key(&replay);
-        match d.outcome {
-            Outcome::Replay => {
-                // 412 on the artifact, then one conditional UpdateItem counts the attempt.
-                let record = self.record(d, &artifact, &sha);
-                let bytes = self.replay_bytes(&record);
-                self.tally.write(pat::REPLAY, DB, &replay, t, wcu(bytes));
-                t += WRITE_ITEM / 1000.0;
-                self.stream.push(StreamRecord {
-                    at: t,
-                    partition,
-                    change: Change::Replay,
-                });
-            }
-            Outcome::Mismatch => {
-                // The create transaction is refused by the record's condition (a refused write
-                // still costs its units), then the quarantine entry.
-                self.tally
-                    .read(pat::RULES, DB, &rules_pk(&supplier.source), t, 1.0);
-                t += GET_ITEM / 1000.0;
-                let record = self.record(d, &artifact, &sha);
-                let bytes = self.replay_bytes(&record);
-                self.tally
-                    .write(pat::REPLAY, DB, &replay, t, 2.0 * wcu(bytes));
-                t += TRANSACTION / 1000.0;
-                let entry = quarantine(d, &artifact, &sha, Some(&record), self.epoch_time);
-                self.put_quarantine(&entry, t);
-                t += WRITE_ITEM / 1000.0;
-            }
-            Outcome::Fresh => t = self.store_fresh(d, &artifact, &sha, t),
-            Outcome::Rejected => unreachable!("handled above"),
-        }
-        self.finish_ingest(d, t);
+        let entry = quarantine(d, &evidence, &message, None, self.epoch_time);
+        self.put_quarantine(&entry, t);
+        t + WRITE_ITEM / 1000.0
+    }
+
+    /// A replay: 412 on the artifact, then one conditional UpdateItem counts the attempt.
+    fn count_replay(&mut self, d: &Delivery, artifact: &str, sha: &str, mut t: f64) -> f64 {
+        use latency::*;
+        let replay = replay_pk(&d.key.as_string());
+        let record = self.record(d, artifact, sha);
+        let bytes = self.replay_bytes(&record);
+        self.tally.write(pat::REPLAY, DB, &replay, t, wcu(bytes));
+        t += WRITE_ITEM / 1000.0;
+        self.stream.push(StreamRecord {
+            at: t,
+            partition: hash_key(&replay),
+            change: Change::Replay,
+        });
+        t
+    }
+
+    /// Another payload under a stored key: the create transaction is refused by the record's
+    /// condition (a refused write still costs its units), then the quarantine entry.
+    fn refuse_mismatch(&mut self, d: &Delivery, artifact: &str, sha: &str, mut t: f64) -> f64 {
+        use latency::*;
+        let source = &self.world.suppliers[d.supplier].source;
+        self.tally.read(pat::RULES, DB, &rules_pk(source), t, 1.0);
+        t += GET_ITEM / 1000.0;
+        let record = self.record(d, artifact, sha);
+        let bytes = self.replay_bytes(&record);
+        let replay = replay_pk(&d.key.as_string());
+        self.tally
+            .write(pat::REPLAY, DB, &replay, t, 2.0 * wcu(bytes));
+        t += TRANSACTION / 1000.0;
+        let entry = quarantine(d, artifact, sha, Some(&record), self.epoch_time);
+        self.put_quarantine(&entry, t);
+        t + WRITE_ITEM / 1000.0
     }
 
     fn finish_ingest(&mut self, d: &Delivery, t: f64) {
@@ -414,179 +445,6 @@ impl<'w> Sim<'w> {
             t,
             wcu(bytes),
         );
-    }
-
-    /// The create transaction, then (staged) the other chunks at once and the commit.
-    fn store_fresh(&mut self, d: &Delivery, artifact: &str, sha: &str, mut t: f64) -> f64 {
-        use latency::*;
-        let supplier = &self.world.suppliers[d.supplier];
-        let key_text = d.key.as_string();
-        let replay = replay_pk(&key_text);
-        self.tally
-            .read(pat::RULES, DB, &rules_pk(&supplier.source), t, 1.0);
-        t += GET_ITEM / 1000.0;
-        let plan = chunk_plan(d.rows.len());
-        let staged = plan.len() > 1;
-        let mut record = self.record(d, artifact, sha);
-        let observation_bytes = item_size(
-            &observation_item(&self.observation(d, 0, staged, artifact, sha))
-                .unwrap_or_else(|e| panic!("an observation encodes: {e}")),
-        );
-        let row_bytes = {
-            let observation = self.observation(d, 0, staged, artifact, sha);
-            let offer = ProjectedOffer {
-                basis: observation.basis(),
-                observation,
-                source_quarantined: false,
-            };
-            item_size(
-                &row_item(&offer, self.epoch_time)
-                    .unwrap_or_else(|e| panic!("a projection row encodes: {e}")),
-            )
-        };
-        let run = match &d.kind {
-            Kind::Page { run, .. } => Some(run.clone()),
-            _ => None,
-        };
-        let delivery = self.stored.len() as u32;
-        // The transactions (docs/adr/0005-large-deliveries-chunks-at-once.md): the first chunk with
-        // the record; the middle chunks all at once, without it; then the commit, holding the last
-        // chunk when it fits, a witness check of every other chunk, the run page and the marker.
-        let parallel = if staged { parallel_chunks(&plan) } else { 1..1 };
-        let mut transactions = vec![(vec![plan[0].clone()], true, 0)];
-        transactions.extend(parallel.clone().map(|c| (vec![plan[c].clone()], false, 0)));
-        if staged {
-            transactions.push((plan[parallel.end..].to_vec(), true, parallel.len()));
-        }
-        let count = transactions.len();
-        // A transaction with the record waits for every one before it; the others start together.
-        let (mut start, mut end) = (t, t);
-        for (index, (ranges, with_record, witnesses)) in transactions.into_iter().enumerate() {
-            let last = index + 1 == count;
-            if with_record {
-                start = end;
-            }
-            let t = start;
-            let mut actions = witnesses;
-            if with_record {
-                let before = self.replay_bytes(&record);
-                if last {
-                    record.chunks_done = record.chunks_total;
-                    record.state = ReplayState::Committed;
-                    record.committed_at = Some(self.epoch_time);
-                }
-                // A Put of the record first; an Update (billed on the larger image) after.
-                let after = self.replay_bytes(&record);
-                self.tally
-                    .write(pat::REPLAY, DB, &replay, t, 2.0 * wcu(before.max(after)));
-                actions += 1;
-            }
-            for rows in plan.iter().skip(parallel.start).take(witnesses) {
-                let id = ObservationId::derive(&d.key, 0, rows.start);
-                // A ConditionCheck is billed as a transactional write of the item it reads.
-                self.tally.write(
-                    pat::OBSERVATION,
-                    DB,
-                    &observation_pk(id.as_str()),
-                    t,
-                    2.0 * wcu(observation_bytes),
-                );
-            }
-            actions += ranges.iter().map(|r| r.len()).sum::<usize>();
-            for row in ranges.into_iter().flatten() {
-                let id = ObservationId::derive(&d.key, 0, row);
-                let pk = observation_pk(id.as_str());
-                self.tally
-                    .write(pat::OBSERVATION, DB, &pk, t, 2.0 * wcu(observation_bytes));
-                let item = item_key(supplier.tenant_index, d.rows[row]);
-                self.tally.write(
-                    pat::ITEM_HISTORY,
-                    DB,
-                    &item_history_pk(supplier.tenant.as_str(), &item),
-                    t,
-                    wcu(observation_bytes),
-                );
-                self.stream.push(StreamRecord {
-                    at: t,
-                    partition: hash_key(&pk),
-                    change: Change::Observation {
-                        delivery,
-                        row: row as u32,
-                    },
-                });
-            }
-            if last {
-                if let Kind::Page {
-                    run,
-                    page,
-                    page_count,
-                } = &d.kind
-                {
-                    let page_record = RunPageRecord {
-                        run_id: run.clone(),
-                        tenant: supplier.tenant.clone(),
-                        connector: supplier.connector.clone(),
-                        page: *page,
-                        page_count: Some(*page_count),
-                        delivery_key: key_text.clone(),
-                        epoch: 0,
-                        observation_count: d.rows.len() as u32,
-                        committed_at: self.epoch_time,
-                    };
-                    let bytes = item_size(
-                        &run_page_item(&page_record)
-                            .unwrap_or_else(|e| panic!("a page record encodes: {e}")),
-                    );
-                    let pk = run_pk(run.as_str());
-                    self.tally.write(pat::RUN, DB, &pk, t, 2.0 * wcu(bytes));
-                    self.stream.push(StreamRecord {
-                        at: t,
-                        partition: hash_key(&pk),
-                        change: Change::RunPage { run: run.clone() },
-                    });
-                    actions += 1;
-                }
-                if staged {
-                    self.tally.write(
-                        pat::MARKER,
-                        DB,
-                        &commit_marker_pk(&key_text, 0),
-                        t,
-                        2.0 * wcu(SMALL_RECORD_BYTES),
-                    );
-                    actions += 1;
-                }
-            }
-            if with_record {
-                self.stream.push(StreamRecord {
-                    at: t,
-                    partition: hash_key(&replay),
-                    change: if last && staged {
-                        Change::Committed { delivery }
-                    } else {
-                        Change::Replay
-                    },
-                });
-            }
-            end = end.max(t + (TRANSACTION + TRANSACTION_PER_ACTION * actions as f64) / 1000.0);
-            if index == 0 {
-                start = end;
-            }
-        }
-        let t = end;
-        self.sizes
-            .insert(d.supplier, (observation_bytes, row_bytes));
-        if d.supplier == 0 {
-            self.load.hot_supplier_items = (observation_bytes, row_bytes);
-        }
-        self.stored.push(Stored {
-            supplier: d.supplier,
-            key: key_text,
-            rows: d.rows.clone(),
-            staged,
-            run,
-        });
-        t
     }
 
     /// Readers: offers, history and single observations of popular items, at `scale` times the
@@ -641,139 +499,6 @@ impl<'w> Sim<'w> {
                 self.tally.read(pat::RULES, DB, &rules_pk(source), at, 1.0);
             }
             self.load.reads += 1;
-        }
-    }
-
-    /// An operator corrects one of supplier 0's popular parts, whose history holds
-    /// `corrected_history` observations: the correction's transaction, then its sweep (one
-    /// transaction of 25 re-attributions after another, as `Reattributor::reattribute` does).
-    pub fn correction(&mut self, at: f64) {
-        use latency::*;
-        let world = self.world;
-        let supplier = &world.suppliers[0];
-        let tenant = supplier.tenant.as_str();
-        let from = item_key(0, 1);
-        let to = CanonicalItem::new("P0000-0000001", Some("B"), None, None)
-            .unwrap_or_else(|e| panic!("a literal part is valid: {e}"));
-        let id = feedsafe::protocols::identity_corrections::correction_id(
-            &supplier.source,
-            &from,
-            &to,
-            CorrectionKind::Correct,
-            None,
-        );
-        let corr = correction_pk(&id);
-        let mut t = at;
-        self.tally.write(
-            pat::CORRECTION,
-            DB,
-            &corr,
-            t,
-            2.0 * 2.0 * wcu(SMALL_RECORD_BYTES),
-        );
-        self.tally.write(
-            pat::RULES,
-            DB,
-            &rules_pk(&supplier.source),
-            t,
-            2.0 * wcu(RULES_BYTES),
-        );
-        self.tally
-            .write(pat::SETTLING, DB, SETTLING_PK, t, wcu(SMALL_RECORD_BYTES));
-        t += (TRANSACTION + 3.0 * TRANSACTION_PER_ACTION) / 1000.0;
-        let observation_bytes = 1_100;
-        let per_page = (1 << 20) / observation_bytes;
-        let history = world.params.corrected_history;
-        let group = feedsafe::protocols::identity_corrections::REATTRIBUTION_GROUP;
-        for start in (0..history).step_by(group) {
-            if start % per_page < group {
-                self.tally.read(
-                    pat::ITEM_HISTORY,
-                    DB,
-                    &item_history_pk(tenant, &from),
-                    t,
-                    rcu(per_page.min(history - start) * observation_bytes, false),
-                );
-                t += QUERY / 1000.0;
-            }
-            let moves = group.min(history - start);
-            for m in 0..moves {
-                let old = ObservationId::derive_for(&format!("{tenant}/history"), 0, start + m);
-                let new = ObservationId::derive_superseding(&old, &id);
-                self.tally.write(
-                    pat::OBSERVATION,
-                    DB,
-                    &observation_pk(new.as_str()),
-                    t,
-                    2.0 * wcu(observation_bytes),
-                );
-                self.tally.write(
-                    pat::ITEM_HISTORY,
-                    DB,
-                    &item_history_pk(tenant, &to.key()),
-                    t,
-                    wcu(observation_bytes),
-                );
-                self.tally.write(
-                    pat::OBSERVATION,
-                    DB,
-                    &observation_pk(old.as_str()),
-                    t,
-                    2.0 * wcu(observation_bytes),
-                );
-                self.tally.write(
-                    pat::ITEM_HISTORY,
-                    DB,
-                    &item_history_pk(tenant, &from),
-                    t,
-                    wcu(observation_bytes),
-                );
-                debug_assert!(supersession_sk(&old).starts_with("SUP#"));
-                self.tally
-                    .write(pat::CORRECTION, DB, &corr, t, 2.0 * wcu(SMALL_RECORD_BYTES));
-            }
-            // The sweep starts a group at most every REATTRIBUTION_GROUP_INTERVAL.
-            t += ((TRANSACTION + TRANSACTION_PER_ACTION * 3.0 * moves as f64) / 1000.0).max(
-                feedsafe::protocols::identity_corrections::REATTRIBUTION_GROUP_INTERVAL
-                    .as_secs_f64(),
-            );
-        }
-    }
-
-    /// An operator lifts supplier 0's source quarantine: the state and its event in one
-    /// transaction; the projector then lists the source's rows from `by_source`, one 1 MB page
-    /// after another (`items_of_source`). The recomputation of those rows is not modelled.
-    pub fn quarantine_lift(&mut self, at: f64) {
-        use latency::*;
-        let world = self.world;
-        let supplier = &world.suppliers[0];
-        let mut t = at;
-        self.tally.write(
-            pat::SOURCE_QUARANTINE,
-            DB,
-            &source_quarantine_pk(&supplier.source),
-            t,
-            2.0 * 2.0 * wcu(SMALL_RECORD_BYTES),
-        );
-        t += 0.1;
-        // A keys-only index entry: pk, sk, source_key and item, plus DynamoDB's 100 bytes.
-        let row_bytes = keys_only_bytes(&[
-            &row_pk(supplier.tenant.as_str(), &item_key(0, 0)),
-            "SRC#sup-00000#ACC-00000",
-            &source_partition(&supplier.source, &item_key(0, 0)),
-            &item_key(0, 0),
-        ]);
-        let rows = supplier.len;
-        let per_page = (1 << 20) / row_bytes;
-        for (key, count) in source_partitions(&supplier.source, rows) {
-            let mut left = count;
-            while left > 0 {
-                let page = left.min(per_page);
-                self.tally
-                    .read(pat::SOURCE_ROWS, DB, &key, t, rcu(page * row_bytes, false));
-                t += (QUERY + S3_PER_KIB * (page * row_bytes) as f64 / 1024.0) / 1000.0;
-                left -= page;
-            }
         }
     }
 }

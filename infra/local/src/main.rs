@@ -163,7 +163,26 @@ async fn up() -> Result<()> {
     let created = resources(&clients, &prefix)
         .await
         .context("creating resources from template.yaml")?;
-    let options = StackOptions {
+    let options = stack_options(data_dir)?;
+    let drain_seconds: u64 = std::env::var("FEEDSAFE_DRAIN_SECONDS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(60);
+    let stack = start_stack(clients.clone(), &dynamodb, created.clone(), options.clone()).await?;
+    demo::seed_first_export(&stack.supplier);
+    let engines = Engines {
+        dynamodb: &dynamodb,
+        moto: &moto,
+    };
+    write_stack_file(&stack_file(&created, &stack, &options, &engines)?)?;
+    print_running(&stack, options.data_dir.as_deref());
+    wait_for_stop_signal().await?;
+    stop(stack, drain_seconds).await
+}
+
+/// `up`'s stack settings from the environment (see USAGE).
+fn stack_options(data_dir: Option<std::path::PathBuf>) -> Result<StackOptions> {
+    Ok(StackOptions {
         port: env_port("FEEDSAFE_PORT", 8790)?,
         // Stable too: the seeded pull connector names the fake supplier's address.
         supplier_port: env_port("FEEDSAFE_SUPPLIER_PORT", 8791)?,
@@ -174,7 +193,7 @@ async fn up() -> Result<()> {
             )?)),
             None => Some(std::time::Duration::from_secs(60)),
         },
-        data_dir: data_dir.clone(),
+        data_dir,
         definitions_dir: Some(repo_root().join("infra/local/definitions")),
         // The drill's short form: messages a killed host held come back after this many
         // seconds instead of the queue's 180 (the same redelivery, sooner). Unset: the queue's.
@@ -185,30 +204,44 @@ async fn up() -> Result<()> {
             None => None,
         },
         ..StackOptions::default()
-    };
-    let drain_seconds: u64 = std::env::var("FEEDSAFE_DRAIN_SECONDS")
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(60);
-    let stack = start_stack(clients.clone(), &dynamodb, created.clone(), options.clone()).await?;
-    demo::seed_first_export(&stack.supplier);
+    })
+}
+
+/// The engines' endpoints the stack runs against.
+struct Engines<'a> {
+    dynamodb: &'a str,
+    moto: &'a str,
+}
+
+/// What `.local/stack.json` says of a running stack: its resources, addresses, engines, the
+/// names and scopes of its tokens, and its process.
+fn stack_file(
+    created: &LocalResources,
+    stack: &local_stack::Stack,
+    options: &StackOptions,
+    engines: &Engines,
+) -> Result<serde_json::Value> {
     let tokens = local_stack::load_tokens(&options.tokens_file)?;
     let mut token_names: Vec<(String, Vec<String>)> =
         tokens.into_iter().map(|(t, p)| (t, p.scopes)).collect();
     token_names.sort();
-    let mut stack_file = resources_json(&created);
+    let mut stack_file = resources_json(created);
     stack_file["http"] = serde_json::json!(stack.base_url());
     stack_file["fake_supplier"] =
         serde_json::json!(format!("http://127.0.0.1:{}", stack.supplier.port()));
-    stack_file["dynamodb_endpoint"] = serde_json::json!(dynamodb);
-    stack_file["moto_endpoint"] = serde_json::json!(moto);
+    stack_file["dynamodb_endpoint"] = serde_json::json!(engines.dynamodb);
+    stack_file["moto_endpoint"] = serde_json::json!(engines.moto);
     stack_file["tokens"] = serde_json::json!(token_names);
     stack_file["webhook_secrets_file"] = serde_json::json!(options.secrets_file);
-    stack_file["data_dir"] = serde_json::json!(data_dir);
+    stack_file["data_dir"] = serde_json::json!(options.data_dir);
     stack_file["pid"] = serde_json::json!(std::process::id());
-    write_stack_file(&stack_file)?;
+    Ok(stack_file)
+}
+
+/// Where the running stack answers, and how to use it.
+fn print_running(stack: &local_stack::Stack, data_dir: Option<&std::path::Path>) {
     let base = stack.base_url();
-    let data = match &data_dir {
+    let data = match data_dir {
         Some(dir) => format!(
             "{}  (kept across restarts; infra/local.sh --fresh starts empty)",
             dir.display()
@@ -226,7 +259,11 @@ async fn up() -> Result<()> {
 ",
         supplier = stack.supplier.port()
     );
-    wait_for_stop_signal().await?;
+}
+
+/// A graceful stop after the first signal: drain for up to `drain_seconds`; a second signal
+/// stops at once.
+async fn stop(stack: local_stack::Stack, drain_seconds: u64) -> Result<()> {
     println!("stopping: intake closed, draining the queues (up to {drain_seconds}s; Ctrl-C again stops at once)");
     let drained = tokio::select! {
         drained = stack.drain(std::time::Duration::from_secs(drain_seconds)) => drained?,
