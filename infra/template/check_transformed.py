@@ -113,7 +113,7 @@ FUNCTION_CALLS = {
     },
     "PollerFunction": {
         "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "sqs:SendMessage",
-        "s3:PutObject",
+        "s3:PutObject", "lambda:InvokeFunction",
         "secretsmanager:GetSecretValue",
     },
     "DropsFunction": {
@@ -128,7 +128,7 @@ FUNCTION_CALLS = {
 LEADING_KEYS = {
     ("WebhookFunction", "EvidenceTable"): {"CONNECTOR#*", "SIGNING_SECRET#*"},
     ("DropsFunction", "EvidenceTable"): {"CONNECTOR#*"},
-    ("PollerFunction", "EvidenceTable"): {"CONNECTOR#*", "RUN#*"},
+    ("PollerFunction", "EvidenceTable"): {"CONNECTOR#*", "RUN#*", "SCHEDULE#*"},
     ("QueryFunction", "ProjectionTable"): {"ITEM#*"},
 }
 

@@ -285,3 +285,33 @@ async fn a_refused_credential_gives_no_offers_and_never_shows_the_credential() {
         .all(|o| o["connector"] != "distri-api");
     assert!(none, "{offers}");
 }
+
+/// No run is started by hand: the dispatcher's tick finds the connector's own schedule due
+/// (its definition's `every_minutes`), launches its pull once for the slot, and the offers
+/// appear; the next ticks of the same slot launch nothing more.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_definitions_own_schedule_runs_its_pull_once_a_slot() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack_with(&env, |o| {
+        o.pull_every = Some(std::time::Duration::from_millis(500))
+    })
+    .await;
+    let mut document = distributor_definition(&stack, "local/distributor/token");
+    document["transport"]["every_minutes"] = json!(60);
+    onboard(&stack, &document).await;
+    let first = apis::DISTRIBUTOR_PAGES[0][0];
+    let found = offer(&stack, "distri-api", first.0).await;
+    assert_eq!(found["connector"], "distri-api");
+    // Several more ticks within the hour's slot: still one run, its pages stored once.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let runs: Vec<Value> = env
+        .table_items(&env.table)
+        .await
+        .into_iter()
+        .map(|item| serde_dynamo::from_item::<_, Value>(item).unwrap())
+        .filter(|v| v["entity"] == "run" && v["connector"] == "distri-api")
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let ids = replay_ids(&env, "distri-api").await;
+    assert_eq!(ids.len(), apis::DISTRIBUTOR_PAGES.len(), "{ids:?}");
+}

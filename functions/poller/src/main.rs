@@ -2,15 +2,23 @@
 //! connector's current export (`feedsafe::lambda::schedule::handle_pull_schedule`) and enqueues
 //! every page on the ingest queue. Returns the `PullReport`; an unknown or non-pull connector, an
 //! unreadable first page or an unavailable run ledger fails the invocation.
+//!
+//! On the dispatcher's schedule (`{"dispatch": true}`, every minute) it launches, by invoking
+//! itself asynchronously with `{"connector": id}`, every connector whose own pull schedule is
+//! due (`feedsafe::intake::poller::dispatch`).
+
+#[path = "../../ops/src/launcher.rs"]
+mod launcher;
 
 use feedsafe::aws::claims::S3ClaimStore;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
 use feedsafe::aws::pull_credentials::SecretsManagerPullCredentials;
 use feedsafe::aws::sqs::SqsDeliveryQueue;
 use feedsafe::aws::AwsClients;
+use feedsafe::intake::poller::dispatch::PullDispatcher;
 use feedsafe::intake::poller::{HttpExportSource, PullService};
 use feedsafe::lambda::config::{required, EVIDENCE_TABLE, RAW_BUCKET, S3_FORCE_PATH_STYLE};
-use feedsafe::lambda::schedule::handle_pull_schedule;
+use feedsafe::lambda::schedule::{handle_dispatch_schedule, handle_pull_schedule, is_dispatch};
 use feedsafe::lambda::{init_tracing, CachedConnectors};
 use feedsafe::protocols::ports::SystemClock;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
@@ -33,6 +41,13 @@ async fn main() -> Result<(), Error> {
         clients.dynamodb.clone(),
         evidence_table,
     ));
+    // The function's own name, from the Lambda runtime: the dispatcher invokes this function.
+    let own_name = required("AWS_LAMBDA_FUNCTION_NAME")?;
+    let dispatcher = PullDispatcher::new(
+        store.clone(),
+        Arc::new(launcher::PollerInvoker::from_env(own_name).await),
+        Arc::new(SystemClock),
+    );
     let service = PullService::new(
         Arc::new(CachedConnectors::new(
             store.clone(),
@@ -51,8 +66,12 @@ async fn main() -> Result<(), Error> {
         Arc::new(HttpExportSource::new()),
         Arc::new(SecretsManagerPullCredentials::from_env().await),
     );
-    let service = &service;
+    let (service, dispatcher) = (&service, &dispatcher);
     run(service_fn(move |event: LambdaEvent<Value>| async move {
+        if is_dispatch(&event.payload) {
+            let report = handle_dispatch_schedule(dispatcher).await?;
+            return Ok::<_, Error>(serde_json::to_value(&report)?);
+        }
         let report = handle_pull_schedule(service, &event.payload).await?;
         Ok::<_, Error>(serde_json::to_value(&report)?)
     }))

@@ -55,7 +55,9 @@ pub(crate) async fn scheduler(
         if let Some(every) = pull_every {
             if last_pull.elapsed() >= every {
                 last_pull = tokio::time::Instant::now();
-                for connector in pull_connectors(&services).await {
+                let mut due = pull_connectors(&services).await;
+                due.extend(dispatched(&services).await);
+                for connector in due {
                     pull_async(&sqs, &poller, &services, connector, &stopped).await;
                 }
             }
@@ -159,6 +161,44 @@ async fn invoke_async<F, Fut>(
 }
 
 /// Connectors seeded with pull settings (the local stack knows its seed file).
+/// The connectors the dispatcher finds due (their definitions' own schedules), as the poller
+/// function's `{"dispatch": true}` tick finds them; each is then pulled as a launch is.
+async fn dispatched(services: &Services) -> Vec<feedsafe::domain::ids::ConnectorId> {
+    let collected = std::sync::Arc::new(Collect::default());
+    let dispatcher = feedsafe::intake::poller::dispatch::PullDispatcher::new(
+        services.evidence.clone(),
+        collected.clone(),
+        std::sync::Arc::new(SystemClock),
+    );
+    if let Err(e) = dispatcher.dispatch().await {
+        tracing::warn!(error = %e, "pull dispatch failed; the next tick tries again");
+    }
+    let due = collected
+        .0
+        .lock()
+        .map(|ids| ids.clone())
+        .unwrap_or_default();
+    due
+}
+
+/// A launcher that only collects what it is asked to launch.
+#[derive(Default)]
+struct Collect(std::sync::Mutex<Vec<feedsafe::domain::ids::ConnectorId>>);
+
+#[async_trait::async_trait]
+impl feedsafe::intake::poller::PullLauncher for Collect {
+    async fn launch(
+        &self,
+        connector: &feedsafe::domain::ids::ConnectorId,
+    ) -> Result<(), anyhow::Error> {
+        if let Ok(mut ids) = self.0.lock() {
+            ids.push(connector.clone());
+        }
+        Ok(())
+    }
+}
+
+/// The stack's own pull schedule (the template's `PullConnector`).
 async fn pull_connectors(services: &Services) -> Vec<feedsafe::domain::ids::ConnectorId> {
     let mut out = Vec::new();
     for id in ["acme-eu"] {

@@ -75,8 +75,9 @@ impl DynamoEvidenceStore {
             self.table(),
             Some("attribute_not_exists(pk)"),
         )?;
+        let schedule = super::pull_schedule::schedule_action(self.table(), write.config)?;
         match self
-            .transact(vec![head, entry], "put connector definition")
+            .transact(vec![head, entry, schedule], "put connector definition")
             .await?
         {
             None => Ok(DefinitionWritten::Stored),

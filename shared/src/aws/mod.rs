@@ -12,6 +12,7 @@ pub mod item_size;
 pub mod operator_records;
 pub mod projection_table;
 pub mod pull_credentials;
+pub mod pull_schedule;
 mod replays;
 pub mod s3;
 pub mod secret_owners;

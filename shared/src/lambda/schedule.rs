@@ -54,6 +54,27 @@ pub async fn handle_pull_schedule(
     Ok(report)
 }
 
+/// Whether the poller function's event is the dispatcher's schedule (`{"dispatch": true}`)
+/// rather than one connector's pull.
+pub fn is_dispatch(event: &serde_json::Value) -> bool {
+    event.get("dispatch") == Some(&serde_json::Value::Bool(true))
+}
+
+/// The dispatcher's tick: every pull connector whose own schedule is due is launched
+/// asynchronously. A launch that failed fails the invocation (after launching the others), so
+/// that it is retried and then parked like every asynchronous invocation; its connector is
+/// launched again on the next tick meanwhile.
+pub async fn handle_dispatch_schedule(
+    dispatcher: &crate::intake::poller::dispatch::PullDispatcher,
+) -> Result<crate::intake::poller::dispatch::DispatchReport, anyhow::Error> {
+    let report = dispatcher.dispatch().await?;
+    info!(launched = ?report.launched, failed = ?report.failed, "pull dispatch");
+    if !report.failed.is_empty() {
+        anyhow::bail!("scheduled pulls not launched: {}", report.failed.join(", "));
+    }
+    Ok(report)
+}
+
 /// Why the sweeper function's invocation failed (a store failure fails it, so that it is
 /// visible and retried).
 #[derive(Debug, thiserror::Error)]

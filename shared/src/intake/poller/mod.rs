@@ -540,6 +540,7 @@ fn first_page_header(body: &[u8]) -> Result<(String, u32), PullError> {
 
 /// In-memory fakes of the poller's ports, for unit tests here and in `crate::intake::drops`.
 pub mod credentials;
+pub mod dispatch;
 mod http_source;
 pub mod paged;
 pub mod pagination;
