@@ -23,26 +23,23 @@ pub mod http;
 pub mod queue_files;
 pub mod resources;
 mod schedule;
+mod stream_poll;
 pub mod stream_source;
 mod supervise;
+mod wiring;
 
 use crate::events::StreamReader;
 use crate::fake_supplier::{FakeSupplier, FakeSupplierHandle};
 use crate::resources::LocalResources;
 use anyhow::{Context, Result};
-use feedsafe::aws::claims::S3ClaimStore;
 use feedsafe::aws::dynamo::DynamoEvidenceStore;
-use feedsafe::aws::projection_table::DynamoProjectionStore;
-use feedsafe::aws::s3::S3ArtifactStore;
-use feedsafe::aws::sqs::SqsDeliveryQueue;
 use feedsafe::aws::AwsClients;
 use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::intake::drops::DropService;
-use feedsafe::intake::poller::{HttpExportSource, PullService};
-use feedsafe::intake::webhook::{LocalSecretsFile, WebhookService};
-use feedsafe::ops::{OpsService, RawArchive};
+use feedsafe::intake::poller::PullService;
+use feedsafe::intake::webhook::WebhookService;
+use feedsafe::ops::OpsService;
 use feedsafe::protocols::ingest::IngestService;
-use feedsafe::protocols::ports::{NoFaults, SystemClock};
 use feedsafe::protocols::projection::Projector;
 use feedsafe::protocols::query::{Principal, QueryService};
 use std::collections::{BTreeSet, HashMap};
@@ -53,7 +50,7 @@ use std::time::Duration;
 use stream_source::StreamSourceSettings;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -318,100 +315,10 @@ pub async fn start_stack(
     resources: LocalResources,
     options: StackOptions,
 ) -> Result<Stack> {
-    let evidence_table = resources.table("EvidenceTable")?.to_owned();
-    let projection_table = resources.table("ProjectionTable")?.to_owned();
-    let bucket = resources.bucket("RawBucket")?.to_owned();
-    let ingest_queue = resources.queue("IngestQueue")?.url.clone();
-    let evidence = Arc::new(DynamoEvidenceStore::new(
-        clients.dynamodb.clone(),
-        &evidence_table,
-    ));
-    let projection = Arc::new(DynamoProjectionStore::new(
-        clients.dynamodb.clone(),
-        &projection_table,
-    ));
-    let queue = Arc::new(SqsDeliveryQueue::new(clients.sqs.clone(), &ingest_queue));
-    let claims = Arc::new(S3ClaimStore::new(clients.s3.clone(), &bucket));
-    let clock = Arc::new(SystemClock);
     let supplier = FakeSupplier::start(options.supplier_port).await?;
-    let pull = Arc::new(fake_supplier::apis::with_local_pulls(
-        PullService::new(
-            evidence.clone(),
-            evidence.clone(),
-            Arc::new(HttpExportSource::allowing_loopback_http()),
-            queue.clone(),
-            claims.clone(),
-            clock.clone(),
-        ),
-        &options.pull_secrets_file,
-    )?);
-    let (launcher, launches) = tokio::sync::mpsc::unbounded_channel();
-    let ops = Arc::new(
-        OpsService::new(
-            evidence.clone(),
-            RawArchive::new(Arc::new(S3ArtifactStore::new(clients.s3.clone(), &bucket))),
-            queue.clone(),
-            Some(feedsafe::ops::PullStarter {
-                service: pull.clone(),
-                launcher: Arc::new(schedule::LocalPullLauncher(launcher)),
-            }),
-            clock.clone(),
-        )
-        .with_read_model(projection.clone()),
-    );
-    let services = Services {
-        evidence: evidence.clone(),
-        ingest: IngestService::new(
-            evidence.clone(),
-            Arc::new(S3ArtifactStore::new(clients.s3.clone(), &bucket)),
-            evidence.clone(),
-            clock.clone(),
-            Arc::new(NoFaults),
-        ),
-        projector: Projector::new(evidence.clone(), projection.clone(), evidence.clone()),
-        query: QueryService::new(evidence.clone(), projection),
-        webhook: Arc::new(WebhookService::new(
-            evidence.clone(),
-            Arc::new(LocalSecretsFile::load(&options.secrets_file)?),
-            evidence.clone(),
-            queue.clone(),
-            claims.clone(),
-            clock.clone(),
-        )),
-        pull,
-        drops: DropService::new(
-            evidence.clone(),
-            queue,
-            Arc::new(S3ArtifactStore::new(clients.s3.clone(), &bucket)),
-            clock,
-        ),
-        tokens: Arc::new(load_tokens(&options.tokens_file)?),
-        api: Arc::new(apigw::ApiRoutes::from_template(
-            &template_spec::read_template(&template_spec::template_path())?.document,
-        )?),
-        recorder: options
-            .record_events
-            .as_deref()
-            .map(apigw::EventRecorder::new)
-            .transpose()?
-            .map(Arc::new),
-        ops,
-    };
+    let (services, launches) = wiring::services(&clients, &resources, &options)?;
     if options.seed_samples {
-        // Created only when missing: a durable stack keeps what operators changed since.
-        for connector in sample_connectors(&supplier)? {
-            let existing = feedsafe::protocols::ports::ConnectorDirectory::connector(
-                evidence.as_ref(),
-                &connector.connector,
-            )
-            .await?;
-            if existing.is_none() {
-                evidence.put_connector(&connector).await?;
-            }
-        }
-        if let Some(dir) = &options.definitions_dir {
-            definitions::seed_definitions(&evidence, dir).await?;
-        }
+        wiring::seed_samples(&services.evidence, &supplier, &options).await?;
     }
     let (shutdown, stopped) = watch::channel(false);
     let (phase, phases) = watch::channel(Phase::Running);
@@ -424,6 +331,7 @@ pub async fn start_stack(
         services.clone(),
         stopped.clone(),
     ))];
+    let ingest_queue = resources.queue("IngestQueue")?.url.clone();
     let pollers = spawn_ingest_pollers(
         &clients,
         &ingest_queue,
@@ -431,76 +339,29 @@ pub async fn start_stack(
         options.visibility_override,
         &phases,
     );
-    let failure_queue = resources
-        .queue("ProjectorFailureQueue")
-        .ok()
-        .map(|q| q.url.clone());
-    let mut stream = StreamReader::open(&clients, dynamodb_endpoint, &evidence_table).await?;
-    if let Some(dir) = &options.data_dir {
-        std::fs::create_dir_all(dir)?;
-        stream = stream.with_checkpoint(dir.join("stream-checkpoint.json"))?;
-    }
-    let spec = template_spec::read_template(&template_spec::template_path())?;
-    let stream_settings = StreamSourceSettings::from_template(&spec.document)?;
-    let stream = Some(spawn_stream_reader(
-        stream,
-        stream_settings,
+    let stream = wiring::start_stream(
+        &clients,
+        dynamodb_endpoint,
+        &resources,
+        &options,
         services.projector.clone(),
-        clients.sqs.clone(),
-        failure_queue,
         phases,
-    ));
+    )
+    .await?;
+    let bucket = resources.bucket("RawBucket")?.to_owned();
     let drop_events = drop_trigger::subscribe_to_drops(&clients, &resources, &bucket).await?;
-    if let Some(dir) = &options.data_dir {
-        let restored = queue_files::restore(&clients, &resources, &dir.join("queues")).await?;
-        if restored > 0 {
-            info!(
-                restored,
-                "messages saved at the last graceful stop sent again"
-            );
-        }
-    }
-    let invoke = |function: &str| {
-        async_invoke::AsyncInvoke::from_template(&spec.document, function, &resources)
-    };
-    let (drops_clients, drops, drops_invoke) = (
-        clients.clone(),
-        services.drops.clone(),
-        invoke("DropsFunction")?,
-    );
-    let (drops_visibility, drops_stopped) =
-        (options.visibility_override.unwrap_or(5), stopped.clone());
-    intake.push(tokio::spawn(supervise::supervised(
-        "drop watcher",
-        move || {
-            drop_trigger::drops_watcher(
-                drops_clients.clone(),
-                drop_events.clone(),
-                bucket.clone(),
-                drops.clone(),
-                drops_invoke.clone(),
-                drops_visibility,
-                drops_stopped.clone(),
-            )
-        },
-    )));
-    let (schedule_services, schedule_sqs) = (services.clone(), clients.sqs.clone());
-    let invokes = [invoke("PollerFunction")?, invoke("SweeperFunction")?];
-    let every = (options.pull_every, options.sweep_every);
-    let launches = Arc::new(tokio::sync::Mutex::new(launches));
-    intake.push(tokio::spawn(supervise::supervised(
-        "scheduler",
-        move || {
-            schedule::scheduler(
-                schedule_services.clone(),
-                schedule_sqs.clone(),
-                invokes.clone(),
-                every,
-                launches.clone(),
-                stopped.clone(),
-            )
-        },
-    )));
+    wiring::restore_queues(&clients, &resources, &options).await?;
+    intake.push(wiring::spawn_drop_watcher(
+        &clients,
+        &resources,
+        drop_events,
+        &services,
+        &options,
+        stopped.clone(),
+    )?);
+    intake.push(wiring::spawn_scheduler(
+        &clients, &resources, &services, &options, launches, stopped,
+    )?);
     info!(%http, supplier = %supplier.port(), "local stack up");
     Ok(Stack {
         http,
@@ -511,7 +372,7 @@ pub async fn start_stack(
         phase,
         intake,
         pollers,
-        stream,
+        stream: Some(stream),
         clients,
         data_dir: options.data_dir,
     })
@@ -555,7 +416,7 @@ fn spawn_stream_reader(
 ) -> JoinHandle<()> {
     let stream = Arc::new(tokio::sync::Mutex::new(stream));
     tokio::spawn(supervise::supervised("stream reader", move || {
-        stream_poller(
+        stream_poll::stream_poller(
             stream.clone(),
             settings.clone(),
             projector.clone(),
@@ -660,118 +521,6 @@ fn feedsafe_error<E: std::error::Error>(e: &E) -> String {
         source = s.source();
     }
     text
-}
-
-/// The projector's DynamoDB Streams event source, locally (settings from the template, see
-/// `stream_source`): filtered records are dropped, each batch goes through the function's entry
-/// point `handle_stream_batch`, a reported failure resumes the batch at that record, and a
-/// record that fails `MaximumRetryAttempts` retries is reported to the on-failure queue, then
-/// passed. Without an on-failure queue (or when the send fails) it is retried, never dropped.
-async fn stream_poller(
-    stream: Arc<tokio::sync::Mutex<StreamReader>>,
-    settings: StreamSourceSettings,
-    projector: Projector,
-    sqs: aws_sdk_sqs::Client,
-    failure_queue: Option<String>,
-    phase: watch::Receiver<Phase>,
-) {
-    // Held for the task's life; a run that panics drops it and its next run takes it again.
-    let mut stream = stream.lock().await;
-    let stopped = || *phase.borrow() == Phase::Stopped;
-    while !stopped() {
-        let settling = *phase.borrow() == Phase::Settling;
-        let records = match stream.poll().await {
-            Ok(records) => records,
-            Err(e) => {
-                warn!(error = %e, "stream read failed; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        let empty = records.is_empty();
-        let event = crate::events::stream_event(&records);
-        let records: Vec<_> = event
-            .records
-            .into_iter()
-            .filter(|r| serde_json::to_value(r).is_ok_and(|json| settings.passes(&json)))
-            .collect();
-        let mut start = 0;
-        let mut retries = 0;
-        while start < records.len() {
-            let end = (start + settings.batch_size).min(records.len());
-            let mut batch = aws_lambda_events::event::dynamodb::Event::default();
-            batch.records = records[start..end].to_vec();
-            let response = feedsafe::lambda::stream::handle_stream_batch(&projector, batch).await;
-            let failed = response
-                .batch_item_failures
-                .first()
-                .and_then(|f| f.item_identifier.clone())
-                .and_then(|sequence| {
-                    records[start..end].iter().position(|r| {
-                        r.change.sequence_number.as_deref() == Some(sequence.as_str())
-                    })
-                });
-            let Some(index) = failed else {
-                start = end;
-                retries = 0;
-                continue;
-            };
-            // Everything before the failed record is done.
-            start += index;
-            let record = &records[start];
-            let sequence = record.change.sequence_number.clone().unwrap_or_default();
-            if retries < settings.max_retries {
-                retries += 1;
-                warn!(sequence = %sequence, retries, "projection failed; retrying from this record");
-                tokio::time::sleep(Duration::from_millis(200 * u64::from(retries.min(5)))).await;
-                if stopped() {
-                    return;
-                }
-                continue;
-            }
-            let parked = match &failure_queue {
-                Some(queue) => {
-                    let body = serde_json::json!({
-                        "sequence_number": sequence,
-                        "event_name": record.event_name,
-                        "condition": "RetryAttemptsExhausted",
-                    });
-                    match sqs
-                        .send_message()
-                        .queue_url(queue)
-                        .message_body(body.to_string())
-                        .send()
-                        .await
-                    {
-                        Ok(_) => true,
-                        Err(send) => {
-                            error!(sequence = %sequence, error = %feedsafe_error(&send), "on-failure queue refused the record; retrying it");
-                            false
-                        }
-                    }
-                }
-                None => false,
-            };
-            if parked {
-                warn!(sequence = %sequence, "projection gave up; record reported to the on-failure queue");
-                start += 1;
-                retries = 0;
-                continue;
-            }
-            if stopped() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        // Every record of this poll is projected or reported: the checkpoint moves past them.
-        if let Err(e) = stream.commit() {
-            warn!(error = %e, "saving the stream checkpoint failed; records may be projected again");
-        }
-        if settling && empty {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// The sample connectors, with the pull connector pointed at the fake supplier.
