@@ -282,13 +282,7 @@ impl HttpExportSource {
                 .timeout_global(Some(timeout))
                 .build()
                 .call()
-                .map_err(|e| match e {
-                    ureq::Error::Other(inner) => match inner.downcast::<Refusal>() {
-                        Ok(refusal) => Failure::Refused(*refusal),
-                        Err(other) => Failure::Transport(other.to_string()),
-                    },
-                    other => Failure::Transport(other.to_string()),
-                })?;
+                .map_err(request_failure)?;
             let status = response.status().as_u16();
             if (300..400).contains(&status) {
                 let location = response
@@ -337,21 +331,43 @@ impl ExportSource for HttpExportSource {
     async fn fetch_page(&self, settings: &PullSettings, page: u32) -> Result<Vec<u8>, FetchError> {
         let source = self.clone();
         let owned = settings.clone();
-        let result = tokio::task::spawn_blocking(move || source.fetch_blocking(&owned, page))
-            .await
-            .map_err(|e| Failure::Transport(format!("fetch task failed: {e}")))
-            .and_then(|r| r);
-        result.map_err(|failure| match failure {
-            Failure::Refused(refusal) => {
-                warn!(page, reason = %refusal, "export request refused; nothing was sent");
-                FetchError::Refused
-            }
-            Failure::Transport(detail) => {
-                warn!(page, detail = %detail, "export request failed");
-                FetchError::Transport
-            }
-            Failure::Fetch(error) => error,
-        })
+        let result = tokio::task::spawn_blocking(move || source.fetch_blocking(&owned, page)).await;
+        joined(result).map_err(|failure| reported(failure, &format!("export page {page}")))
+    }
+}
+
+/// A request that got no answer: refused by the address guards (nothing was sent), or a
+/// transport failure.
+fn request_failure(e: ureq::Error) -> Failure {
+    match e {
+        ureq::Error::Other(inner) => match inner.downcast::<Refusal>() {
+            Ok(refusal) => Failure::Refused(*refusal),
+            Err(other) => Failure::Transport(other.to_string()),
+        },
+        other => Failure::Transport(other.to_string()),
+    }
+}
+
+/// A blocking request's result, its task's failure as a transport failure.
+fn joined<T>(result: Result<Result<T, Failure>, tokio::task::JoinError>) -> Result<T, Failure> {
+    result
+        .map_err(|e| Failure::Transport(format!("fetch task failed: {e}")))
+        .and_then(|r| r)
+}
+
+/// What the caller sees of a failed request to `at` (an export page, a URL): the reason is
+/// logged, never returned (an ops caller must not learn what the network looks like inside).
+fn reported(failure: Failure, at: &str) -> FetchError {
+    match failure {
+        Failure::Refused(refusal) => {
+            warn!(at, reason = %refusal, "request refused; nothing was sent");
+            FetchError::Refused
+        }
+        Failure::Transport(detail) => {
+            warn!(at, detail = %detail, "request failed");
+            FetchError::Transport
+        }
+        Failure::Fetch(error) => error,
     }
 }
 

@@ -11,7 +11,6 @@ use crate::intake::poller::paged::{PageResponse, PageSource};
 use crate::intake::poller::{FetchError, MAX_EXPORT_PAGE_BYTES};
 use async_trait::async_trait;
 use std::time::Duration;
-use tracing::warn;
 use ureq::http::Uri;
 
 /// The first value of `name` in `response`'s headers, if it is text.
@@ -48,13 +47,7 @@ impl HttpExportSource {
                 .timeout_global(Some(timeout))
                 .build()
                 .call()
-                .map_err(|e| match e {
-                    ureq::Error::Other(inner) => match inner.downcast::<Refusal>() {
-                        Ok(refusal) => Failure::Refused(*refusal),
-                        Err(other) => Failure::Transport(other.to_string()),
-                    },
-                    other => Failure::Transport(other.to_string()),
-                })?;
+                .map_err(super::request_failure)?;
             let status = response.status().as_u16();
             if (300..400).contains(&status) {
                 let location = header_text(&response, "location")
@@ -118,20 +111,8 @@ impl PageSource for HttpExportSource {
         let result = tokio::task::spawn_blocking(move || {
             source.fetch_url_blocking(&owned, &target, &headers, identity_header.as_deref())
         })
-        .await
-        .map_err(|e| Failure::Transport(format!("fetch task failed: {e}")))
-        .and_then(|r| r);
-        result.map_err(|failure| match failure {
-            Failure::Refused(refusal) => {
-                warn!(url, reason = %refusal, "page request refused; nothing was sent");
-                FetchError::Refused
-            }
-            Failure::Transport(detail) => {
-                warn!(url, detail = %detail, "page request failed");
-                FetchError::Transport
-            }
-            Failure::Fetch(error) => error,
-        })
+        .await;
+        super::joined(result).map_err(|failure| super::reported(failure, url))
     }
 }
 
