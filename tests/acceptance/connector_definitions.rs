@@ -10,18 +10,6 @@ const OPERATOR: &str = LOCAL_OPERATOR;
 const READER: &str = LOCAL_READER;
 const OTHER: &str = "other-operator-token";
 
-fn fixture(supplier: &str, file: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/fixtures/suppliers/{supplier}/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn definition(supplier: &str) -> Value {
-    serde_json::from_slice(&fixture(supplier, "definition.json")).unwrap()
-}
-
 async fn put(
     stack: &local_stack::Stack,
     token: &str,
@@ -48,7 +36,7 @@ async fn get(stack: &local_stack::Stack, token: &str, id: &str) -> (u16, Value) 
 async fn every_change_is_a_new_version_guarded_by_if_match() {
     let env = spawn_env(true).await;
     let stack = spawn_stack(&env, None).await;
-    let first = definition("snapshot-webhooks");
+    let first = supplier_definition("snapshot-webhooks");
     let (status, answer) = put(&stack, OPERATOR, "snapshot-hooks", None, &first).await;
     assert_eq!(
         (status, &answer["outcome"]),
@@ -127,7 +115,7 @@ async fn five_mistakes_come_back_as_five_pointers_and_nothing_is_stored() {
     let env = spawn_env(true).await;
     let stack = spawn_stack(&env, None).await;
     let before = env.table_items(&env.table).await.len();
-    let mut draft = definition("lieferant-de");
+    let mut draft = supplier_definition("lieferant-de");
     draft["source_account"] = json!("");
     draft["horizon_days"] = json!(0);
     draft["fields"]["unit"] = json!({ "map": { "Stk": "each" } });
@@ -158,7 +146,7 @@ async fn five_mistakes_come_back_as_five_pointers_and_nothing_is_stored() {
         OPERATOR,
         "someone-else",
         None,
-        &definition("lieferant-de"),
+        &supplier_definition("lieferant-de"),
     )
     .await;
     assert_eq!(status, 422, "{answer}");
@@ -175,7 +163,7 @@ async fn five_mistakes_come_back_as_five_pointers_and_nothing_is_stored() {
 async fn another_tenants_connector_id_is_refused_without_naming_the_tenant() {
     let env = spawn_env(true).await;
     let stack = spawn_stack_with_other_tenant(&env, OTHER).await;
-    let document = definition("xml-catalog");
+    let document = supplier_definition("xml-catalog");
     let id = document["connector"].as_str().unwrap().to_owned();
     assert_eq!(put(&stack, OPERATOR, &id, None, &document).await.0, 201);
     for if_match in [None, Some("1")] {
@@ -195,7 +183,7 @@ async fn another_tenants_connector_id_is_refused_without_naming_the_tenant() {
         404
     );
     // A first-release connector of the same id space (seeded for `demo`) is taken too.
-    let mut legacy = definition("snapshot-webhooks");
+    let mut legacy = supplier_definition("snapshot-webhooks");
     legacy["connector"] = json!("acme-events");
     let (status, answer) = put(&stack, OTHER, "acme-events", None, &legacy).await;
     assert_eq!(
@@ -210,11 +198,11 @@ async fn another_tenants_connector_id_is_refused_without_naming_the_tenant() {
 async fn the_stored_definition_previews_a_sample_and_stores_nothing() {
     let env = spawn_env(true).await;
     let stack = spawn_stack(&env, None).await;
-    let document = definition("distributor-api");
+    let document = supplier_definition("distributor-api");
     let id = document["connector"].as_str().unwrap().to_owned();
     assert_eq!(put(&stack, OPERATOR, &id, None, &document).await.0, 201);
     let before = env.table_items(&env.table).await.len();
-    let sample = String::from_utf8(fixture("distributor-api", "page-1.json")).unwrap();
+    let sample = String::from_utf8(supplier_file("distributor-api", "page-1.json")).unwrap();
     let url = format!("{}/v1/connectors/{id}/preview", stack.base_url());
     let (status, answer) = call("POST", url, Some(OPERATOR), json!({ "sample": sample })).await;
     assert_eq!(status, 200, "{answer}");
@@ -249,7 +237,7 @@ async fn the_local_seed_goes_through_the_same_checks() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("a.json"),
-        fixture("snapshot-webhooks", "definition.json"),
+        supplier_file("snapshot-webhooks", "definition.json"),
     )
     .unwrap();
     local_stack::definitions::seed_definitions(&store, &dir)
@@ -263,7 +251,7 @@ async fn the_local_seed_goes_through_the_same_checks() {
     );
     assert_eq!(shown["versions"][0]["recorded_by"], "local-stack seed");
 
-    let mut bad = definition("xml-catalog");
+    let mut bad = supplier_definition("xml-catalog");
     bad["horizon_days"] = json!(0);
     bad["format"]["rows"] = json!("catalog//article");
     std::fs::write(dir.join("b.json"), bad.to_string()).unwrap();

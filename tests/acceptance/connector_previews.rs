@@ -10,18 +10,6 @@ use serde_json::{json, Value};
 const OPERATOR: &str = LOCAL_OPERATOR;
 const READER: &str = LOCAL_READER;
 
-fn fixture(supplier: &str, file: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/fixtures/suppliers/{supplier}/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn definition(supplier: &str) -> Value {
-    serde_json::from_slice(&fixture(supplier, "definition.json")).unwrap()
-}
-
 /// The German supplier's file with three bad rows (lines 3, 5 and 6) among good ones, in
 /// Windows-1252.
 fn sample_with_three_bad_rows() -> Vec<u8> {
@@ -108,7 +96,7 @@ async fn a_preview_lists_every_bad_row_by_line_and_stores_nothing() {
     let stack = spawn_stack(&env, None).await;
     let before = everything(&env).await;
 
-    let german = definition("lieferant-de");
+    let german = supplier_definition("lieferant-de");
     let (status, answer) = preview(&stack, &german, &sample_with_three_bad_rows()).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
@@ -184,7 +172,7 @@ async fn a_draft_with_five_mistakes_is_answered_with_five_pointers_and_readers_a
     let env = spawn_env(true).await;
     let stack = spawn_stack(&env, None).await;
     let before = everything(&env).await;
-    let mut draft = definition("lieferant-de");
+    let mut draft = supplier_definition("lieferant-de");
     draft["connector"] = json!("Lieferant DE");
     draft["horizon_days"] = json!(0);
     draft["fields"]["unit"] = json!({ "map": { "Stk": "each" } });
@@ -212,7 +200,7 @@ async fn a_draft_with_five_mistakes_is_answered_with_five_pointers_and_readers_a
     );
 
     // The reader scope never sees a definition, not even a preview.
-    let body = json!({ "definition": definition("lieferant-de"), "sample": "x" });
+    let body = json!({ "definition": supplier_definition("lieferant-de"), "sample": "x" });
     let url = format!("{}/v1/connector-previews", stack.base_url());
     let (status, answer) = call("POST", url.clone(), Some(READER), body.clone()).await;
     assert_eq!(status, 403, "{answer}");
@@ -245,8 +233,12 @@ async fn the_four_suppliers_samples_preview_with_their_exact_values() {
             Some("SNAP-8812"),
         ),
     ] {
-        let (status, answer) =
-            preview(&stack, &definition(supplier), &fixture(supplier, sample)).await;
+        let (status, answer) = preview(
+            &stack,
+            &supplier_definition(supplier),
+            &supplier_file(supplier, sample),
+        )
+        .await;
         assert_eq!(status, 200, "{supplier}: {answer}");
         assert_eq!(answer["outcome"], "stored", "{supplier}: {answer}");
         assert_eq!(answer["rows"][0]["sku"], first_sku, "{supplier}");

@@ -17,11 +17,7 @@ const READER: &str = LOCAL_READER;
 const REVOKED_TOKEN: &str = "local-sample-revoked-token-4711-not-for-production";
 
 fn distributor_definition(stack: &local_stack::Stack, secret_ref: &str) -> Value {
-    let path = format!(
-        "{}/fixtures/suppliers/distributor-api/definition.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let mut document: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let mut document = supplier_definition("distributor-api");
     document["transport"]["url"] = json!(api_url(stack, "/apis/distributor/v2/inventory"));
     document["transport"]["auth"]["secret_ref"] = json!(secret_ref);
     document
@@ -66,17 +62,8 @@ async fn completed(stack: &local_stack::Stack, run: &str) -> Value {
 /// The connector's current offer of the item `sku` (`{sku}` as the item id), once there is one.
 async fn offer(stack: &local_stack::Stack, connector: &str, sku: &str) -> Value {
     let url = format!("{}/v1/items/{sku}/offers", stack.base_url());
-    for _ in 0..300 {
-        let (_, body) = call("GET", url.clone(), Some(READER), Value::Null).await;
-        let found = body["offers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|o| o["connector"] == connector);
-        if let Some(offer) = found {
-            return offer.clone();
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    if let Some(offer) = offer_of(&url, READER, connector).await {
+        return offer;
     }
     let url = format!("{}/v1/quarantine", stack.base_url());
     let (_, quarantine) = call("GET", url, Some(OPERATOR), Value::Null).await;

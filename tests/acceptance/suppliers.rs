@@ -15,18 +15,6 @@ const READER: &str = LOCAL_READER;
 const SNAPSHOT_HOOKS_SECRET: &str =
     "whsec_bG9jYWwtc2FtcGxlLXNlY3JldC1zbmFwc2hvdC1ob29rcy1ub3QtZm9yLXByb2R1Y3Rpb24=";
 
-fn fixture(supplier: &str, file: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/fixtures/suppliers/{supplier}/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn definition(supplier: &str) -> Value {
-    serde_json::from_slice(&fixture(supplier, "definition.json")).unwrap()
-}
-
 /// Stores `document` as a new connector (version 1).
 async fn onboard(stack: &local_stack::Stack, document: &Value) {
     let id = document["connector"].as_str().unwrap();
@@ -62,7 +50,9 @@ async fn offers_match(stack: &local_stack::Stack, connector: &str, rows: &[Value
     for row in rows {
         let item = row["item"].as_str().unwrap().to_owned();
         let url = format!("{}/v1/items/{}/offers", stack.base_url(), encode(&item));
-        let offer = current_offer(&url, connector).await;
+        let offer = offer_of(&url, READER, connector)
+            .await
+            .unwrap_or_else(|| panic!("no offer of {connector} at {url}"));
         for (offer_field, row_field) in [
             ("source_record", "sku"),
             ("quantity", "quantity"),
@@ -77,23 +67,6 @@ async fn offers_match(stack: &local_stack::Stack, connector: &str, rows: &[Value
             );
         }
     }
-}
-
-/// The offer of `connector` the offers route answers at `url`, once there is one (60 s at most).
-async fn current_offer(url: &str, connector: &str) -> Value {
-    for _ in 0..300 {
-        let (_, body) = call("GET", url.to_owned(), Some(READER), Value::Null).await;
-        let found = body["offers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|o| o["connector"] == connector);
-        if let Some(offer) = found {
-            return offer.clone();
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    panic!("no offer of {connector} at {url}");
 }
 
 /// Percent-encodes what a path segment cannot hold as it is.
@@ -126,10 +99,10 @@ async fn a_german_csv_and_an_xml_catalog_dropped_as_files_become_offers() {
         ("lieferant-de", "bestand-2026-11-29.csv"),
         ("xml-catalog", "catalog-2026-11-29.xml"),
     ] {
-        let document = definition(supplier);
+        let document = supplier_definition(supplier);
         let id = document["connector"].as_str().unwrap().to_owned();
         onboard(&stack, &document).await;
-        let sample = fixture(supplier, file);
+        let sample = supplier_file(supplier, file);
         let rows = previewed_rows(&stack, &id, &sample).await;
         assert!(rows.len() >= 2, "{supplier}: {rows:?}");
         drop_file(&env, &id, file, sample).await;
@@ -145,10 +118,10 @@ async fn a_german_csv_and_an_xml_catalog_dropped_as_files_become_offers() {
 async fn a_snapshot_resent_under_a_new_webhook_id_is_one_delivery() {
     let env = spawn_env(true).await;
     let stack = spawn_stack(&env, None).await;
-    let document = definition("snapshot-webhooks");
+    let document = supplier_definition("snapshot-webhooks");
     let id = document["connector"].as_str().unwrap().to_owned();
     onboard(&stack, &document).await;
-    let body = fixture("snapshot-webhooks", "snapshot-8812.json");
+    let body = supplier_file("snapshot-webhooks", "snapshot-8812.json");
     let rows = previewed_rows(&stack, &id, &body).await;
     let url = format!("{}/v1/webhooks/{id}", stack.base_url());
     for message_id in ["msg_2Lq1", "msg_9Zr7"] {
@@ -183,7 +156,7 @@ fn file_with_three_bad_rows() -> Vec<u8> {
 async fn under_quarantine_rows_the_good_rows_are_stored_and_the_bad_in_one_entry() {
     let env = spawn_env(true).await;
     let stack = spawn_stack(&env, None).await;
-    let document = definition("lieferant-de");
+    let document = supplier_definition("lieferant-de");
     assert_eq!(document["row_policy"], "quarantine_rows");
     onboard(&stack, &document).await;
     let file = file_with_three_bad_rows();
@@ -221,13 +194,13 @@ async fn under_quarantine_rows_the_good_rows_are_stored_and_the_bad_in_one_entry
 async fn a_retry_is_judged_under_the_version_its_delivery_was_read_under() {
     let env = spawn_env(true).await;
     let stack = spawn_stack(&env, None).await;
-    let first = definition("snapshot-webhooks");
+    let first = supplier_definition("snapshot-webhooks");
     assert_eq!(first["canonicalization"], "json-unordered-rows-v1");
     let id = first["connector"].as_str().unwrap().to_owned();
     onboard(&stack, &first).await;
     let url = format!("{}/v1/webhooks/{id}", stack.base_url());
     let mut body: Value =
-        serde_json::from_slice(&fixture("snapshot-webhooks", "snapshot-8812.json")).unwrap();
+        serde_json::from_slice(&supplier_file("snapshot-webhooks", "snapshot-8812.json")).unwrap();
     let status = post_signed_webhook(
         &url,
         SNAPSHOT_HOOKS_SECRET,
@@ -284,11 +257,11 @@ async fn a_retry_is_judged_under_the_version_its_delivery_was_read_under() {
 async fn changed_content_under_an_immutable_file_name_is_a_mismatch() {
     let env = spawn_env(true).await;
     let stack = spawn_stack(&env, None).await;
-    let document = definition("xml-catalog");
+    let document = supplier_definition("xml-catalog");
     assert_eq!(document["identity"]["kind"], "file_name");
     let id = document["connector"].as_str().unwrap().to_owned();
     onboard(&stack, &document).await;
-    let original = fixture("xml-catalog", "catalog-2026-11-29.xml");
+    let original = supplier_file("xml-catalog", "catalog-2026-11-29.xml");
     let rows = previewed_rows(&stack, &id, &original).await;
     drop_file(&env, &id, "catalog.xml", original.clone()).await;
     offers_match(&stack, &id, &rows).await;

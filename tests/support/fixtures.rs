@@ -103,3 +103,18 @@ pub fn connector(id: &str, account: &str, publication: Publication) -> Connector
         ..acme_eu()
     }
 }
+
+/// A file of a supplier's fixtures: `tests/fixtures/suppliers/{supplier}/{file}`.
+pub fn supplier_file(supplier: &str, file: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/fixtures/suppliers/{supplier}/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A supplier's connector definition (`definition.json` beside its samples).
+pub fn supplier_definition(supplier: &str) -> serde_json::Value {
+    serde_json::from_slice(&supplier_file(supplier, "definition.json"))
+        .expect("a definition fixture is JSON")
+}

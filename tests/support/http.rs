@@ -238,3 +238,21 @@ pub fn check_apigw(
         body: &body,
     });
 }
+
+/// The offer of `connector` the offers route answers at `url` (read with `token`), once there
+/// is one; `None` after 60 s.
+pub async fn offer_of(url: &str, token: &str, connector: &str) -> Option<serde_json::Value> {
+    for _ in 0..300 {
+        let (_, body) = call("GET", url.to_owned(), Some(token), serde_json::Value::Null).await;
+        let found = body["offers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|o| o["connector"] == connector);
+        if let Some(offer) = found {
+            return Some(offer.clone());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    None
+}
