@@ -24,9 +24,10 @@ fn schedule_key(connector: &str) -> Item {
     ])
 }
 
-/// The schedule action of a definition write: its connector's schedule put (keeping when it
-/// was last dispatched is not needed: a new slot count starts from the next tick), or deleted
-/// when the definition does not pull.
+/// The schedule action of a definition write: its connector's schedule put, or deleted when
+/// the definition does not pull. The put forgets the last dispatched slot, so the next tick
+/// launches the new version's pull at once; within a slot that already ran, that names the same
+/// run again (a replay of its pages, never a second copy).
 pub(super) fn schedule_action(
     table: &str,
     config: &ConnectorConfig,
