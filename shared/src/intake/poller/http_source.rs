@@ -290,18 +290,8 @@ impl HttpExportSource {
                     .get("location")
                     .and_then(|l| l.to_str().ok())
                     .ok_or(Failure::Fetch(FetchError::Status(status)))?;
-                let next = redirect_target(&current, location)
-                    .ok_or(Failure::Fetch(FetchError::Status(status)))?;
-                let next_uri = self
-                    .policy
-                    .check_url(&next, settings)
-                    .map_err(Failure::Refused)?;
-                if !same_origin(&start, &next_uri) {
-                    return Err(Failure::Refused(Refusal::OtherHost {
-                        from: current.to_string(),
-                        to: next,
-                    }));
-                }
+                let (next_uri, next) =
+                    self.redirect(settings, &start, &current, location, status)?;
                 current = next_uri;
                 url = next;
                 first = false;
@@ -333,6 +323,33 @@ impl ExportSource for HttpExportSource {
         let owned = settings.clone();
         let result = tokio::task::spawn_blocking(move || source.fetch_blocking(&owned, page)).await;
         joined(result).map_err(|failure| reported(failure, &format!("export page {page}")))
+    }
+}
+
+impl HttpExportSource {
+    /// Where a redirect answering `current` with `location` leads: an address the guards allow,
+    /// on the origin the request started at (`start`); refused otherwise, nothing sent.
+    fn redirect(
+        &self,
+        settings: &PullSettings,
+        start: &Uri,
+        current: &Uri,
+        location: &str,
+        status: u16,
+    ) -> Result<(Uri, String), Failure> {
+        let next =
+            redirect_target(current, location).ok_or(Failure::Fetch(FetchError::Status(status)))?;
+        let next_uri = self
+            .policy
+            .check_url(&next, settings)
+            .map_err(Failure::Refused)?;
+        if !same_origin(start, &next_uri) {
+            return Err(Failure::Refused(Refusal::OtherHost {
+                from: current.to_string(),
+                to: next,
+            }));
+        }
+        Ok((next_uri, next))
     }
 }
 

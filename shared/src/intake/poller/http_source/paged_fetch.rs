@@ -4,7 +4,7 @@
 //! the body cap, the page timeout). A status outside 2xx is answered, not an error, so that the
 //! caller can read its `Retry-After`; the credential is never logged.
 
-use super::{redirect_target, same_origin, Failure, HttpExportSource, Refusal, MAX_REDIRECTS};
+use super::{Failure, HttpExportSource, Refusal, MAX_REDIRECTS};
 use crate::domain::connector::PullSettings;
 use crate::intake::poller::credentials::Secret;
 use crate::intake::poller::paged::{PageResponse, PageSource};
@@ -52,18 +52,8 @@ impl HttpExportSource {
             if (300..400).contains(&status) {
                 let location = header_text(&response, "location")
                     .ok_or(Failure::Fetch(FetchError::Status(status)))?;
-                let next = redirect_target(&current, &location)
-                    .ok_or(Failure::Fetch(FetchError::Status(status)))?;
-                let next_uri = self
-                    .policy
-                    .check_url(&next, settings)
-                    .map_err(Failure::Refused)?;
-                if !same_origin(&start, &next_uri) {
-                    return Err(Failure::Refused(Refusal::OtherHost {
-                        from: current.to_string(),
-                        to: next,
-                    }));
-                }
+                let (next_uri, next) =
+                    self.redirect(settings, &start, &current, &location, status)?;
                 current = next_uri;
                 url = next;
                 continue;
