@@ -10,18 +10,6 @@ use serde_json::{json, Value};
 const OPERATOR: &str = LOCAL_OPERATOR;
 const READER: &str = LOCAL_READER;
 
-/// The German supplier's file with three bad rows (lines 3, 5 and 6) among good ones, in
-/// Windows-1252.
-fn sample_with_three_bad_rows() -> Vec<u8> {
-    let text = "Artikelnummer;Bestand;Einheit;Preis;Währung;Stand\r\n\
-                LM358DR;1.500;Stk;0,42;EUR;29.11.2026 08:00\r\n\
-                AX-440-R2;viele;Stk;1,00;EUR;29.11.2026 08:00\r\n\
-                NE555P;40;Stk;0,21;EUR;29.11.2026 08:00\r\n\
-                TL072;5;Stk;1,0,0;EUR;29.11.2026 08:00\r\n\
-                LM317;5;Stk;0,80;XEU;29.11.2026 08:00\r\n";
-    text.chars().map(|c| c as u32 as u8).collect()
-}
-
 async fn preview(stack: &local_stack::Stack, definition: &Value, sample: &[u8]) -> (u16, Value) {
     let body = json!({
         "definition": definition,
@@ -97,7 +85,7 @@ async fn a_preview_lists_every_bad_row_by_line_and_stores_nothing() {
     let before = everything(&env).await;
 
     let german = supplier_definition("lieferant-de");
-    let (status, answer) = preview(&stack, &german, &sample_with_three_bad_rows()).await;
+    let (status, answer) = preview(&stack, &german, &german_file_with_three_bad_rows()).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
         answer["outcome"], "stored_with_quarantined_rows",
@@ -133,7 +121,7 @@ async fn a_preview_lists_every_bad_row_by_line_and_stores_nothing() {
     assert_eq!(answer["rows"][0]["observed_at"], "2026-11-29T07:00:00Z");
     let fingerprint = format!(
         "bytes-v1:{}",
-        feedsafe::domain::hashing::sha256_hex(&sample_with_three_bad_rows())
+        feedsafe::domain::hashing::sha256_hex(&german_file_with_three_bad_rows())
     );
     assert_eq!(answer["fingerprint"], fingerprint.as_str());
     assert_eq!(answer["identity"]["kind"], "file_name_and_content");
@@ -141,7 +129,7 @@ async fn a_preview_lists_every_bad_row_by_line_and_stores_nothing() {
     // Under refuse_page the same sample refuses the delivery, naming all three rows.
     let mut strict = german.clone();
     strict["row_policy"] = json!("refuse_page");
-    let (status, answer) = preview(&stack, &strict, &sample_with_three_bad_rows()).await;
+    let (status, answer) = preview(&stack, &strict, &german_file_with_three_bad_rows()).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["outcome"], "refused");
     let refusal = answer["refusal"].as_str().unwrap();

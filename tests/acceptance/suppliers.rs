@@ -141,17 +141,6 @@ async fn a_snapshot_resent_under_a_new_webhook_id_is_one_delivery() {
     assert_eq!(records[0]["identity_strength"], "source");
 }
 
-/// The German supplier's file with three bad rows (lines 3, 5 and 6) among two good ones.
-fn file_with_three_bad_rows() -> Vec<u8> {
-    let text = "Artikelnummer;Bestand;Einheit;Preis;Währung;Stand\r\n\
-                LM358DR;1.500;Stk;0,42;EUR;29.11.2026 08:00\r\n\
-                AX-440-R2;viele;Stk;1,00;EUR;29.11.2026 08:00\r\n\
-                NE555P;40;Stk;0,21;EUR;29.11.2026 08:00\r\n\
-                TL072;5;Stk;1,0,0;EUR;29.11.2026 08:00\r\n\
-                LM317;5;Stk;0,80;XEU;29.11.2026 08:00\r\n";
-    text.chars().map(|c| c as u32 as u8).collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn under_quarantine_rows_the_good_rows_are_stored_and_the_bad_in_one_entry() {
     let env = spawn_env(true).await;
@@ -159,7 +148,7 @@ async fn under_quarantine_rows_the_good_rows_are_stored_and_the_bad_in_one_entry
     let document = supplier_definition("lieferant-de");
     assert_eq!(document["row_policy"], "quarantine_rows");
     onboard(&stack, &document).await;
-    let file = file_with_three_bad_rows();
+    let file = german_file_with_three_bad_rows();
     let rows = previewed_rows(&stack, "lieferant-de", &file).await;
     assert_eq!(rows.len(), 2);
     drop_file(&env, "lieferant-de", "bestand-kaputt.csv", file).await;

@@ -118,3 +118,15 @@ pub fn supplier_definition(supplier: &str) -> serde_json::Value {
     serde_json::from_slice(&supplier_file(supplier, "definition.json"))
         .expect("a definition fixture is JSON")
 }
+
+/// The German supplier's file with three bad rows (lines 3, 5 and 6) among two good ones, in
+/// Windows-1252.
+pub fn german_file_with_three_bad_rows() -> Vec<u8> {
+    let text = "Artikelnummer;Bestand;Einheit;Preis;Währung;Stand\r\n\
+                LM358DR;1.500;Stk;0,42;EUR;29.11.2026 08:00\r\n\
+                AX-440-R2;viele;Stk;1,00;EUR;29.11.2026 08:00\r\n\
+                NE555P;40;Stk;0,21;EUR;29.11.2026 08:00\r\n\
+                TL072;5;Stk;1,0,0;EUR;29.11.2026 08:00\r\n\
+                LM317;5;Stk;0,80;XEU;29.11.2026 08:00\r\n";
+    text.chars().map(|c| c as u32 as u8).collect()
+}
