@@ -269,3 +269,28 @@ async fn the_local_seed_goes_through_the_same_checks() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A definition over 256 KiB and a connector id the contract refuses are answered 400/422,
+/// listing why, and nothing is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oversized_definition_or_a_bad_id_stores_nothing() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    let before = env.table_items(&env.table).await.len();
+    let mut huge = supplier_definition("snapshot-webhooks");
+    huge["padding"] = json!("x".repeat(256 * 1024));
+    let (status, answer) = put(&stack, OPERATOR, "snapshot-hooks", None, &huge).await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (400, &json!("invalid_request")),
+        "{answer}"
+    );
+    let mut bad = supplier_definition("snapshot-webhooks");
+    for id in ["Snapshot-Hooks", "snap%20hooks", &"s".repeat(65)] {
+        bad["connector"] = json!(id);
+        let (status, answer) = put(&stack, OPERATOR, id, None, &bad).await;
+        assert!(status == 400 || status == 422, "{id}: {status} {answer}");
+        assert!(answer["error"]["code"].is_string(), "{id}: {answer}");
+    }
+    assert_eq!(env.table_items(&env.table).await.len(), before);
+}
