@@ -20,7 +20,7 @@
 //!
 //! `cargo bench -p feedsafe --bench mapping` (release); `-- --quick` checks that it works
 //! (small bodies, one round; not the record); `-- --stages` shows where the mapping's time
-//! and allocations go.
+//! and allocations go; `-- --spin SUPPLIER` runs one supplier's mapping for a profiler.
 
 use feedsafe::domain::definition::Definition;
 use feedsafe::domain::fingerprint::{CanonicalizationRule, Fingerprint};
@@ -446,9 +446,30 @@ fn stages(cases: &[Case]) {
     }
 }
 
+/// `-- --spin SUPPLIER`: the mapping of that supplier's 400-row body, again and again for five
+/// seconds, for a profiler to sample (`perf record`); prints nothing worth keeping.
+fn spin(supplier: &str) {
+    let cases = cases(&[400]);
+    let case = cases
+        .iter()
+        .find(|c| c.label.contains(supplier))
+        .unwrap_or_else(|| panic!("no sample supplier {supplier:?}"));
+    let start = Instant::now();
+    let mut runs = 0u64;
+    while start.elapsed() < Duration::from_secs(5) {
+        black_box(normalize_mapped(&case.mapping, case.rule, black_box(&case.body)).unwrap());
+        runs += 1;
+    }
+    println!("{}: {runs} runs", case.label);
+}
+
 fn main() {
-    if std::env::args().any(|a| a == "--stages") {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--stages") {
         return stages(&cases(&[400]));
+    }
+    if let Some(at) = args.iter().position(|a| a == "--spin") {
+        return spin(args.get(at + 1).map_or("lieferant-de", String::as_str));
     }
     let quick = std::env::args().any(|a| a == "--quick");
     let (sizes, batch, rounds): (&[usize], _, _) = match quick {
