@@ -13,6 +13,7 @@ use crate::domain::money::Price;
 use crate::domain::reject::{RejectCode, Rejection};
 use crate::domain::timestamp::Timestamp;
 use std::borrow::Cow;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 mod mapped;
@@ -32,7 +33,9 @@ pub struct NormalizedRow {
     pub price: Price,
     pub currency: String,
     pub observed_at: Timestamp,
-    /// Canonical JSON bytes of the row, used to order rows under the unordered rule.
+    /// Canonical JSON bytes of the row, the order of the rows under the unordered rule. A CSV
+    /// or mapped text row (whose bytes would be written only for this) leaves it empty under
+    /// the other rules; a JSON row has them from its parse.
     pub canonical: Vec<u8>,
 }
 
@@ -180,7 +183,10 @@ fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<Normaliz
                 .map(|(name, value)| (Cow::Owned(name), value))
                 .collect(),
         );
-        let canonical = canonical_json::canonical_bytes(&row);
+        let canonical = match rule.orders_rows_canonically() {
+            true => canonical_json::canonical_bytes(&row),
+            false => Vec::new(),
+        };
         results.push(normalize_row(
             &format!("row {index}"),
             &row,
@@ -240,26 +246,28 @@ pub(crate) fn refusal_of(mut refused: Vec<Rejection>) -> Option<Rejection> {
 /// One item at several instants is a history, and a row repeated exactly claims one thing:
 /// both are stored as sent.
 fn refuse_ambiguous(rows: &[NormalizedRow]) -> Result<(), Rejection> {
-    let mut first: HashMap<(String, Timestamp), (usize, &NormalizedRow)> = HashMap::new();
+    // Keyed by the rows' own items (borrowed): no key is built per row.
+    let mut first: HashMap<(&CanonicalItem, Timestamp), (usize, &NormalizedRow)> =
+        HashMap::with_capacity(rows.len());
     for (index, row) in rows.iter().enumerate() {
-        let key = (row.item.key(), row.observed_at);
-        match first.get(&key) {
-            None => {
-                first.insert(key, (index, row));
+        match first.entry((&row.item, row.observed_at)) {
+            Entry::Vacant(slot) => {
+                slot.insert((index, row));
             }
-            Some((earlier, claim)) if !same_claim(claim, row) => {
+            Entry::Occupied(seen) if !same_claim(seen.get().1, row) => {
+                let (earlier, claim) = *seen.get();
                 return Err(Rejection::new(
                     RejectCode::AmbiguousItem,
                     format!(
                         "rows {earlier} and {index} both describe item {} observed at {} but \
                          claim different offers ({}); refused as ambiguous",
-                        key.0,
+                        row.item.key(),
                         row.observed_at.to_rfc3339(),
                         describe_difference(claim, row)
                     ),
                 ));
             }
-            Some(_) => {}
+            Entry::Occupied(_) => {}
         }
     }
     Ok(())

@@ -2,7 +2,7 @@
 //! records split by the declared delimiter and quote; each field taken by column name (from
 //! the header row) or by position. A row's place is the line it starts on in the file.
 
-use super::{Mapping, PageRead, Raw, RowRead, Source};
+use super::{Mapping, PageRead, Raw, RowRead, Source, TimeMemo};
 use crate::domain::definition::Csv;
 use std::borrow::Cow;
 
@@ -30,6 +30,7 @@ pub(super) fn read(
     let mut lines = Lines::default();
     // One record read into again and again (the fields are copied out where they are kept).
     let mut record = ::csv::StringRecord::new();
+    let mut memo = TimeMemo::default();
     while reader
         .read_record(&mut record)
         .map_err(|e| format!("CSV: {e}"))?
@@ -44,7 +45,9 @@ pub(super) fn read(
         if rows.len() == max_rows {
             return Err(format!("more than {max_rows} rows"));
         }
-        let row = mapping.row_of(|field| Ok(value(field_index(&columns, field), &record)));
+        let row = mapping.row_of(&mut memo, |field| {
+            Ok(value(field_index(&columns, field), &record))
+        });
         rows.push(RowRead {
             place: format!("line {line}"),
             row,

@@ -3,7 +3,7 @@
 //! values (export id, snapshot id, page, page count, observed time) at theirs. A row's place is
 //! its JSON pointer.
 
-use super::{Canonical, Mapping, PageRead, Raw, RowRead, Source};
+use super::{Canonical, Mapping, PageRead, Raw, RowRead, Source, TimeMemo};
 use crate::domain::canonical_json::{canonical_bytes, canonical_page, parse_node, Node};
 use crate::domain::definition::{DocumentField, Envelope, Json};
 use crate::domain::fingerprint::CanonicalizationRule;
@@ -43,6 +43,7 @@ pub(super) fn read(
     }
     let (sources, document) = canonical(&root, items, rows_path.names().as_deref(), rule);
     let pointer = rows_path.pointer();
+    let mut memo = TimeMemo::default();
     page.rows = items
         .iter()
         .zip(sources)
@@ -50,7 +51,7 @@ pub(super) fn read(
         .map(|(index, (item, source))| RowRead {
             place: format!("{pointer}/{index}"),
             row: match item {
-                Node::Object(_) => mapping.row_of(|field| Ok(value(field, item))),
+                Node::Object(_) => mapping.row_of(&mut memo, |field| Ok(value(field, item))),
                 _ => Err("a row must be an object".into()),
             },
             source,
@@ -61,7 +62,8 @@ pub(super) fn read(
 
 /// Each row's canonical bytes (in body order), and the document's under `rule` when asked for
 /// a JSON rule: what `Fingerprint::compute` hashes, from this parse rather than another, each
-/// row written once where the rows path is member names only.
+/// row written once where the rows path is member names only. Under `bytes-v1` (or no rule)
+/// nothing needs them, and each row's are left empty.
 fn canonical(
     root: &Node<'_>,
     items: &[Node<'_>],
@@ -72,7 +74,7 @@ fn canonical(
     let sort = match rule {
         Some(CanonicalizationRule::JsonV1) => false,
         Some(CanonicalizationRule::JsonUnorderedRowsV1) => true,
-        Some(CanonicalizationRule::BytesV1) | None => return (each(), None),
+        Some(CanonicalizationRule::BytesV1) | None => return (vec![Vec::new(); items.len()], None),
     };
     // The unordered rule sorts the array the path's names lead to (no names: the root, which
     // must then be the array), as `canonicalize_unordered_rows` does.

@@ -26,7 +26,7 @@ use crate::domain::fingerprint::CanonicalizationRule;
 use crate::domain::timestamp::Timestamp;
 use json_path::JsonPath;
 use std::borrow::Cow;
-use values::{Conventions, FieldSteps};
+use values::{Conventions, FieldSteps, TimeMemo};
 
 /// A JSON document's canonical bytes under a fingerprint's rule, or why it has none.
 pub(crate) type Canonical = Result<Vec<u8>, CanonicalJsonError>;
@@ -63,8 +63,9 @@ pub struct RowRead {
     /// `line 7` (CSV), `/data/items/3` (JSON).
     pub place: String,
     pub row: Result<Node<'static>, String>,
-    /// The row's canonical bytes as the supplier wrote it (JSON; empty for the text formats,
-    /// whose row object is its own): the order `json-unordered-rows-v1` gives the rows.
+    /// The row's canonical bytes as the supplier wrote it (JSON read under a JSON rule; empty
+    /// for the text formats, whose row object is its own, and under `bytes-v1`): the order
+    /// `json-unordered-rows-v1` gives the rows.
     pub source: Vec<u8>,
 }
 
@@ -146,14 +147,16 @@ impl Mapping {
     }
 
     /// A row object from each field's raw text (`None`: absent), converted by the field's kind.
+    /// `memo` is the body's, carried from row to row.
     fn row_of<'r>(
         &self,
+        memo: &mut TimeMemo,
         raw: impl Fn(&MappedField) -> Result<Option<Raw<'r>>, String>,
     ) -> Result<Node<'static>, String> {
         let mut members = Vec::with_capacity(self.fields.len());
         let mut problems = Vec::new();
         for field in &self.fields {
-            match raw(field).and_then(|value| self.value_of(field, value)) {
+            match raw(field).and_then(|value| self.value_of(field, value, memo)) {
                 Ok(Some(node)) => members.push((Cow::Borrowed(field.name), node)),
                 Ok(None) => {}
                 Err(why) => problems.push(format!("{}: {why}", field.name)),
@@ -170,6 +173,7 @@ impl Mapping {
         &self,
         field: &MappedField,
         raw: Option<Raw<'_>>,
+        memo: &mut TimeMemo,
     ) -> Result<Option<Node<'static>>, String> {
         let text = match raw {
             Some(Raw::Kept(node)) if field.steps.is_plain() => return Ok(Some(node)),
@@ -183,7 +187,9 @@ impl Mapping {
         Ok(Some(match field.name {
             "quantity" => Node::Number(Cow::Owned(self.conventions.into_whole_number(value)?)),
             "price" => Node::String(Cow::Owned(self.conventions.into_decimal(value)?)),
-            "observed_at" => Node::String(Cow::Owned(self.conventions.into_time(value)?)),
+            "observed_at" => {
+                Node::String(Cow::Owned(self.conventions.time_through_memo(value, memo)?))
+            }
             _ => Node::String(Cow::Owned(value)),
         }))
     }

@@ -83,6 +83,11 @@ pub fn shown(text: &str) -> String {
     }
 }
 
+/// The last time text one body's rows gave, and its conversion (see
+/// [`Conventions::time_through_memo`]); a refused text is not kept.
+#[derive(Debug, Default)]
+pub(super) struct TimeMemo(Option<(String, String)>);
+
 /// The document's number and time conventions, compiled once per definition.
 #[derive(Debug, Clone)]
 pub struct Conventions {
@@ -196,10 +201,34 @@ impl Conventions {
     /// [`Self::time`] of a value the caller owns (kept as it is when the document's times are
     /// RFC 3339 already).
     pub fn into_time(&self, text: String) -> Result<String, String> {
+        match &self.time_format {
+            None => Ok(text),
+            Some(format) => self.time_in(format, &text),
+        }
+    }
+
+    /// [`Self::into_time`] through `memo`, which keeps the last conversion of the body's rows:
+    /// a feed stamps most rows with one time (its export's), which is then converted once.
+    pub(super) fn time_through_memo(
+        &self,
+        text: String,
+        memo: &mut TimeMemo,
+    ) -> Result<String, String> {
         let Some(format) = &self.time_format else {
             return Ok(text);
         };
-        let text = text.as_str();
+        if let Some((seen, converted)) = &memo.0 {
+            if *seen == text {
+                return Ok(converted.clone());
+            }
+        }
+        let converted = self.time_in(format, &text)?;
+        memo.0 = Some((text, converted.clone()));
+        Ok(converted)
+    }
+
+    /// `text`, a time in `format`, as RFC 3339 in UTC.
+    fn time_in(&self, format: &str, text: &str) -> Result<String, String> {
         let fail = |why: String| {
             format!(
                 "{} is not a time in the format {format:?}: {why}",
@@ -282,6 +311,35 @@ mod tests {
             .contains("skip or repeat"));
         assert!(c.time("2026-11-29T08:00:00Z").is_err());
         assert!(c.time("31.02.2026 08:00").is_err());
+    }
+
+    #[test]
+    fn the_time_memo_converts_as_each_time_alone_would() {
+        let c = german();
+        let mut memo = TimeMemo::default();
+        let texts = [
+            "29.11.2026 08:00",
+            "29.11.2026 08:00",
+            "01.07.2026 08:00",
+            "29.03.2026 02:30",
+            "29.11.2026 08:00",
+            "29.03.2026 02:30",
+            "01.07.2026 08:00",
+        ];
+        for text in texts {
+            assert_eq!(
+                c.time_through_memo(text.to_owned(), &mut memo),
+                c.time(text),
+                "{text}"
+            );
+        }
+        let plain = Conventions::compile(&Values::default()).unwrap();
+        let text = "2026-11-29T08:00:00+01:00";
+        assert_eq!(
+            plain.time_through_memo(text.to_owned(), &mut memo).unwrap(),
+            text,
+            "without a time format a time is the normalizer's to read"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! the five predefined ones and character references is refused, and nesting deeper than the
 //! definition's `max_depth` refuses the body. A row's place is the line its element starts on.
 
-use super::{Mapping, PageRead, Raw, RowRead, Source};
+use super::{Mapping, PageRead, Raw, RowRead, Source, TimeMemo};
 use crate::domain::definition::{Encoding, Xml};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;
@@ -214,6 +214,7 @@ pub(super) fn read(
         row: None,
         rows: Ok(Vec::new()),
         lines: (0, 1),
+        memo: TimeMemo::default(),
     };
     let mut reader = NsReader::from_str(&text);
     loop {
@@ -261,6 +262,7 @@ struct Walk<'m, 't> {
     rows: Result<Vec<RowRead>, String>,
     /// The last byte offset a line was counted to, and its line.
     lines: (usize, usize),
+    memo: TimeMemo,
 }
 
 /// An open element.
@@ -342,7 +344,7 @@ impl Walk<'_, '_> {
                 let (wanted, captured) = (&self.wanted, &self.captured);
                 let row = self
                     .mapping
-                    .row_of(|field| Ok(value(wanted, field, captured)));
+                    .row_of(&mut self.memo, |field| Ok(value(wanted, field, captured)));
                 rows.push(RowRead {
                     place: format!("line {line}"),
                     row,

@@ -76,7 +76,7 @@ pub fn normalize_mapped(
         }
         None => fingerprint_under(mapping, rule, body)?,
     };
-    let (mut rows, refused) = validate_rows(&mut page);
+    let (mut rows, refused) = validate_rows(&mut page, rule.orders_rows_canonically());
     refuse_ambiguous(&rows)?;
     if rule.orders_rows_canonically() {
         rows.sort_by(|a, b| a.canonical.cmp(&b.canonical));
@@ -93,16 +93,18 @@ pub fn normalize_mapped(
 }
 
 /// Each read row through the row rules: the offers, and every refusal with its place.
-/// The rows are taken out of `page`.
-fn validate_rows(page: &mut PageRead) -> (Vec<NormalizedRow>, Vec<RefusedRow>) {
+/// The rows are taken out of `page`. A text row's canonical bytes are written only when the
+/// rows are ordered by them (`ordered`).
+fn validate_rows(page: &mut PageRead, ordered: bool) -> (Vec<NormalizedRow>, Vec<RefusedRow>) {
     let mut rows = Vec::with_capacity(page.rows.len());
     let mut refused = Vec::new();
     for read in std::mem::take(&mut page.rows) {
         let checked = match &read.row {
             Ok(node) => {
-                let canonical = match read.source.is_empty() {
-                    true => canonical_bytes(node),
-                    false => read.source,
+                let canonical = match (read.source.is_empty(), ordered) {
+                    (false, _) => read.source,
+                    (true, true) => canonical_bytes(node),
+                    (true, false) => Vec::new(),
                 };
                 normalize_row(&read.place, node, page.default_observed_at, canonical)
             }
