@@ -15,4 +15,5 @@ pub mod model;
 pub mod money;
 pub mod normalize;
 pub mod reject;
+pub mod terms;
 pub mod timestamp;

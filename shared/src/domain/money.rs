@@ -17,7 +17,7 @@ const MAX_FRACTION_DIGITS: usize = 18;
 /// Grammar: `int ("." frac)?` where `int` is `0` or a non-zero digit followed
 /// by digits, `frac` is 1..=18 digits, and the whole text is at most 30
 /// bytes. No sign, exponent, whitespace or other notation.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(transparent)]
 pub struct Price(String);
 
@@ -48,35 +48,41 @@ impl std::error::Error for PriceError {}
 
 impl Price {
     pub fn parse(s: &str) -> Result<Price, PriceError> {
-        if s.is_empty() {
-            return Err(PriceError::Empty);
-        }
-        // Grammar first so that garbage is reported as garbage; only a
-        // well-formed but oversized number is `TooLong`.
-        let (int, frac) = match s.split_once('.') {
-            Some((int, frac)) => (int, Some(frac)),
-            None => (s, None),
-        };
-        let all_digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
-        // Leading zeros would give one amount several spellings ("007").
-        let int_ok = all_digits(int) && (int == "0" || !int.starts_with('0'));
-        let frac_ok = match frac {
-            None => true,
-            // A second '.' lands in `frac` and fails the digit check.
-            Some(frac) => all_digits(frac) && frac.len() <= MAX_FRACTION_DIGITS,
-        };
-        if !(int_ok && frac_ok) {
-            return Err(PriceError::NotDecimal);
-        }
-        if s.len() > MAX_LEN {
-            return Err(PriceError::TooLong);
-        }
-        Ok(Price(s.to_owned()))
+        check_decimal(s).map(|()| Price(s.to_owned()))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Whether `s` is of the price grammar (see [`Price`]); quantities of the commercial terms use
+/// it too (`terms::Decimal`).
+pub(crate) fn check_decimal(s: &str) -> Result<(), PriceError> {
+    if s.is_empty() {
+        return Err(PriceError::Empty);
+    }
+    // Grammar first so that garbage is reported as garbage; only a
+    // well-formed but oversized number is `TooLong`.
+    let (int, frac) = match s.split_once('.') {
+        Some((int, frac)) => (int, Some(frac)),
+        None => (s, None),
+    };
+    let all_digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    // Leading zeros would give one amount several spellings ("007").
+    let int_ok = all_digits(int) && (int == "0" || !int.starts_with('0'));
+    let frac_ok = match frac {
+        None => true,
+        // A second '.' lands in `frac` and fails the digit check.
+        Some(frac) => all_digits(frac) && frac.len() <= MAX_FRACTION_DIGITS,
+    };
+    if !(int_ok && frac_ok) {
+        return Err(PriceError::NotDecimal);
+    }
+    if s.len() > MAX_LEN {
+        return Err(PriceError::TooLong);
+    }
+    Ok(())
 }
 
 /// Deserializing re-validates, so a stored or received value can never hold

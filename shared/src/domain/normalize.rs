@@ -11,6 +11,7 @@ use crate::domain::hashing::sha256_hex;
 use crate::domain::item::CanonicalItem;
 use crate::domain::money::Price;
 use crate::domain::reject::{RejectCode, Rejection};
+use crate::domain::terms::{compare_decimals, Terms};
 use crate::domain::timestamp::Timestamp;
 use std::borrow::Cow;
 use std::collections::hash_map::Entry;
@@ -18,6 +19,8 @@ use std::collections::{BTreeMap, HashMap};
 
 mod mapped;
 mod reading;
+#[cfg(test)]
+mod terms_tests;
 pub use mapped::{normalize_mapped, Normalized, RefusedRow};
 pub use reading::{Read, Reading};
 
@@ -33,6 +36,8 @@ pub struct NormalizedRow {
     pub price: Price,
     pub currency: String,
     pub observed_at: Timestamp,
+    /// The commercial terms the row stated (none for most feeds).
+    pub terms: Terms,
     /// Canonical JSON bytes of the row, the order of the rows under the unordered rule. A CSV
     /// or mapped text row (whose bytes would be written only for this) leaves it empty under
     /// the other rules; a JSON row has them from its parse.
@@ -241,7 +246,7 @@ pub(crate) fn refusal_of(mut refused: Vec<Rejection>) -> Option<Rejection> {
 }
 
 /// Refuses a delivery in which two rows (`rows` in payload order) claim different things
-/// (quantity, unit, price as written, currency) about one canonical item at one instant: the
+/// (quantity, unit, price as written, currency, commercial terms) about one canonical item at one instant: the
 /// projection could serve either, so neither is stored (`ambiguous_item`, naming both rows).
 /// One item at several instants is a history, and a row repeated exactly claims one thing:
 /// both are stored as sent.
@@ -274,8 +279,19 @@ fn refuse_ambiguous(rows: &[NormalizedRow]) -> Result<(), Rejection> {
 }
 
 fn same_claim(a: &NormalizedRow, b: &NormalizedRow) -> bool {
-    (a.quantity, &a.quantity_basis, &a.price, &a.currency)
-        == (b.quantity, &b.quantity_basis, &b.price, &b.currency)
+    (
+        a.quantity,
+        &a.quantity_basis,
+        &a.price,
+        &a.currency,
+        &a.terms,
+    ) == (
+        b.quantity,
+        &b.quantity_basis,
+        &b.price,
+        &b.currency,
+        &b.terms,
+    )
 }
 
 /// `quantity 5 vs 7, price 10.00 vs 11.00`: the fields that differ (each short: a number, a
@@ -297,6 +313,9 @@ fn describe_difference(a: &NormalizedRow, b: &NormalizedRow) -> String {
     }
     if a.quantity_basis != b.quantity_basis {
         parts.push(format!("unit {} vs {}", a.quantity_basis, b.quantity_basis));
+    }
+    if a.terms != b.terms {
+        parts.push("commercial terms".into());
     }
     parts.join(", ")
 }
@@ -396,28 +415,17 @@ fn normalize_row(
             )),
         }
     };
+    let terms = Terms::read(row).map_err(|problems| terms_refusal(place, problems))?;
     let sku = text("sku")?.ok_or_else(|| at(RejectCode::InvalidRow, "sku is missing".into()))?;
     let unit = text("unit")?.ok_or_else(|| at(RejectCode::InvalidRow, "unit is missing".into()))?;
-    let item = CanonicalItem::new(sku, text("revision")?, Some(unit), text("condition")?)
+    // The packaging the row names (reel, cut-tape) is the item's; without one, its unit is.
+    let packaging = terms.packaging.as_deref().unwrap_or(unit);
+    let item = CanonicalItem::new(sku, text("revision")?, Some(packaging), text("condition")?)
         .map_err(|e| at(RejectCode::InvalidRow, e.to_string()))?;
     let quantity =
         parse_quantity(row.get("quantity")).map_err(|why| at(RejectCode::InvalidQuantity, why))?;
-    let price = match row.get("price") {
-        Some(Node::String(s)) => Price::parse(s)
-            .map_err(|e| at(RejectCode::InvalidPrice, format!("price {s:?}: {e}")))?,
-        Some(Node::Number(_)) => {
-            return Err(at(
-                RejectCode::InvalidPrice,
-                "price must be a decimal string such as \"820.00\", not a JSON number".into(),
-            ))
-        }
-        _ => {
-            return Err(at(
-                RejectCode::InvalidPrice,
-                "price is missing or not a string".into(),
-            ))
-        }
-    };
+    let price =
+        row_price(row.get("price"), &terms).map_err(|why| at(RejectCode::InvalidPrice, why))?;
     let currency = text("currency")?.unwrap_or_default();
     if !is_iso4217_currency(currency) {
         let shown: String = currency.chars().take(8).collect();
@@ -440,8 +448,43 @@ fn normalize_row(
         price,
         currency: currency.to_owned(),
         observed_at,
+        terms,
         canonical,
     })
+}
+
+/// The row's price: as written, or the first price break's when the row names none; a price
+/// beside breaks must be the first break's (by value), or the row contradicts itself.
+fn row_price(value: Option<&Node<'_>>, terms: &Terms) -> Result<Price, String> {
+    let first_break = terms.price_breaks.first().map(|b| &b.unit_price);
+    let price = match (value, first_break) {
+        (Some(Node::String(s)), _) => Price::parse(s).map_err(|e| format!("price {s:?}: {e}"))?,
+        (Some(Node::Number(_)), _) => {
+            return Err(
+                "price must be a decimal string such as \"820.00\", not a JSON number".into(),
+            )
+        }
+        (None | Some(Node::Null), Some(first)) => return Ok(first.clone()),
+        _ => return Err("price is missing or not a string".into()),
+    };
+    match first_break {
+        Some(first) if compare_decimals(price.as_str(), first.as_str()).is_ne() => Err(format!(
+            "price {} is not the first price break's unit price {}",
+            price.as_str(),
+            first.as_str()
+        )),
+        _ => Ok(price),
+    }
+}
+
+/// A refusal naming every problem of a row's terms, with their code when they share one.
+fn terms_refusal(place: &str, problems: Vec<(RejectCode, String)>) -> Rejection {
+    let code = match problems.iter().all(|(c, _)| *c == problems[0].0) {
+        true => problems[0].0,
+        false => RejectCode::InvalidRow,
+    };
+    let listed: Vec<String> = problems.into_iter().map(|(_, m)| m).collect();
+    Rejection::new(code, format!("{place}: {}", listed.join("; ")))
 }
 
 /// The largest quantity accepted: 2^53 - 1, the largest integer every JSON reader keeps exact
