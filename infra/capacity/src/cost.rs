@@ -210,6 +210,7 @@ impl<'w> Sim<'w> {
             quantity_basis: "each".into(),
             price: price(),
             currency: "EUR".into(),
+            terms: Default::default(),
             observed_at: self.epoch_time,
             retrieved_at: self.epoch_time,
             run_id: match &d.kind {

@@ -9,6 +9,7 @@ use crate::domain::ids::{
 };
 use crate::domain::item::CanonicalItem;
 use crate::domain::money::Price;
+use crate::domain::terms::Terms;
 use crate::domain::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -115,6 +116,10 @@ pub struct Observation {
     pub quantity_basis: String,
     pub price: Price,
     pub currency: String,
+    /// The commercial terms the row stated; absent on observations without any (and on those
+    /// stored before terms were read).
+    #[serde(default, skip_serializing_if = "Terms::is_empty")]
+    pub terms: Terms,
     pub observed_at: Timestamp,
     pub retrieved_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -602,6 +607,7 @@ mod tests {
             quantity_basis: "each".into(),
             price: Price::parse("1.00").unwrap(),
             currency: "EUR".into(),
+            terms: Default::default(),
             observed_at: at,
             retrieved_at: at,
             run_id: None,

@@ -10,6 +10,7 @@
 //! and a text summary an agent can quote. Calling a tool reads; it never refreshes, pulls or
 //! writes anything.
 
+use crate::domain::terms::Terms;
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::http::HttpResponse;
 use crate::protocols::query::{
@@ -387,6 +388,62 @@ impl<'a> ToolCall<'a> {
     }
 }
 
+/// The commercial terms an offer states, each as a buyer reads it (`; breaks 1000+ at 0.412
+/// USD, 2500+ at 0.398 USD; MOQ 1000; ...`); empty without terms.
+fn terms_text(t: &Terms, currency: &str) -> String {
+    let mut parts = Vec::new();
+    if !t.price_breaks.is_empty() {
+        let breaks: Vec<String> = t
+            .price_breaks
+            .iter()
+            .map(|b| {
+                format!(
+                    "{}+ at {} {currency}",
+                    b.min_quantity.as_str(),
+                    b.unit_price.as_str()
+                )
+            })
+            .collect();
+        parts.push(format!("breaks {}", breaks.join(", ")));
+    }
+    let mut add = |label: &str, value: Option<String>| {
+        parts.extend(value.map(|v| format!("{label} {v}")));
+    };
+    add(
+        "price per",
+        t.price_basis.as_ref().map(|d| d.as_str().to_owned()),
+    );
+    add(
+        "MOQ",
+        t.minimum_order_quantity
+            .as_ref()
+            .map(|d| d.as_str().to_owned()),
+    );
+    add(
+        "order multiple",
+        t.order_multiple.as_ref().map(|d| d.as_str().to_owned()),
+    );
+    add("lead time", t.lead_time_days.map(|d| format!("{d} days")));
+    add(
+        "lead time stated as",
+        t.lead_time.as_ref().map(|l| format!("{l:?}")),
+    );
+    add("packaging", t.packaging.clone());
+    add(
+        "pack of",
+        t.pack_size.as_ref().map(|d| d.as_str().to_owned()),
+    );
+    add("valid from", t.valid_from.map(|v| v.to_rfc3339()));
+    add("valid until", t.valid_until.map(|v| v.to_rfc3339()));
+    add("incoterms", t.incoterms.clone());
+    add(
+        "tax included:",
+        t.tax_included
+            .map(|b| if b { "yes" } else { "no" }.to_owned()),
+    );
+    parts.iter().map(|p| format!("; {p}")).collect()
+}
+
 /// A tool's result: the body its REST route returns, as the tool's structured content.
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -398,13 +455,14 @@ enum ToolAnswer {
 
 fn text_of(o: &ObservationBody) -> String {
     format!(
-        "{} via {}: quantity {} {} at {} {}, observed {} (received {}), claim {}, {}",
+        "{} via {}: quantity {} {} at {} {}{}, observed {} (received {}), claim {}, {}",
         o.item,
         o.connector.as_str(),
         o.quantity,
         o.quantity_basis,
         o.price,
         o.currency,
+        terms_text(&o.terms, &o.currency),
         o.observed_at.to_rfc3339(),
         o.retrieved_at.to_rfc3339(),
         o.claim,

@@ -38,6 +38,9 @@ pub struct PreviewRow {
     pub price: String,
     pub currency: String,
     pub observed_at: String,
+    /// The commercial terms, each left out when the sample states none.
+    #[serde(flatten)]
+    pub terms: crate::domain::terms::Terms,
 }
 
 /// How the delivery would be named.
@@ -105,6 +108,7 @@ fn row_of(row: &crate::domain::normalize::NormalizedRow) -> PreviewRow {
         price: row.price.as_str().to_owned(),
         currency: row.currency.clone(),
         observed_at: row.observed_at.to_rfc3339(),
+        terms: row.terms.clone(),
     }
 }
 

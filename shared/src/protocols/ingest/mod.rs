@@ -563,6 +563,7 @@ impl IngestService {
                 quantity_basis: row.quantity_basis.clone(),
                 price: row.price.clone(),
                 currency: row.currency.clone(),
+                terms: row.terms.clone(),
                 observed_at: row.observed_at,
                 retrieved_at: record.retrieved_at,
                 run_id: record.run.as_ref().map(|r| r.run_id.clone()),

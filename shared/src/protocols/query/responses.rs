@@ -5,6 +5,7 @@
 
 use crate::domain::ids::{ConnectorId, IdentityStrength, ObservationId, RunId, SourceAccount};
 use crate::domain::model::{DedupConfidence, Observation};
+use crate::domain::terms::Terms;
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::projection::Visibility;
 use serde::Serialize;
@@ -32,6 +33,9 @@ pub struct ObservationBody {
     pub verification: String,
     pub dedup_confidence: DedupConfidence,
     pub future_dated: bool,
+    /// The commercial terms, each left out when the supplier stated none.
+    #[serde(flatten)]
+    pub terms: Terms,
 }
 
 impl From<&Observation> for ObservationBody {
@@ -55,6 +59,7 @@ impl From<&Observation> for ObservationBody {
             verification: o.verification.clone(),
             dedup_confidence: o.dedup_confidence,
             future_dated: o.future_dated,
+            terms: o.terms.clone(),
         }
     }
 }
@@ -241,6 +246,7 @@ mod tests {
             quantity_basis: "each".into(),
             price: Price::parse("12.50").unwrap(),
             currency: "EUR".into(),
+            terms: Default::default(),
             observed_at: at("2026-11-29T08:00:00Z"),
             retrieved_at: at("2026-11-29T08:00:05.123456Z"),
             run_id: None,
