@@ -107,33 +107,98 @@ fn check_ids(document: &Value, problems: &mut Vec<Problem>) {
     }
 }
 
+/// What a field's source is read against: the format, whether a CSV has a header, and an
+/// XML definition's prefixes.
+struct Reading<'d> {
+    format: Option<&'d str>,
+    header: bool,
+    namespaces: BTreeMap<String, String>,
+}
+
 /// Each field: exactly one source, one its format can read, a path that parses and a pattern
-/// with one capture group.
+/// with one capture group; the price breaks' fields alike, at their own pointers.
 fn check_fields(document: &Value, problems: &mut Vec<Problem>) {
-    let format = text(document, "/format/kind");
-    let header = document
-        .pointer("/format/header")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
+    let reading = Reading {
+        format: text(document, "/format/kind"),
+        header: document
+            .pointer("/format/header")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        namespaces: namespaces(document),
+    };
     let Some(fields) = document.pointer("/fields").and_then(Value::as_object) else {
         return;
     };
     for (name, field) in fields {
         let at = format!("/fields/{name}");
-        check_field_source(&at, field, format, header, problems);
-        if let (Some(path), Some("json")) = (field.get("path").and_then(Value::as_str), format) {
-            if let Err(e) = JsonPath::parse(path) {
-                problems.push(Problem::new(format!("{at}/path"), format!("{path:?}: {e}")));
+        match name.as_str() {
+            "price_breaks" => check_price_breaks(&at, field, &reading, problems),
+            _ => check_field(&at, field, &reading, problems),
+        }
+    }
+}
+
+/// One field at `at`.
+fn check_field(at: &str, field: &Value, reading: &Reading<'_>, problems: &mut Vec<Problem>) {
+    let format = reading.format;
+    check_field_source(at, field, format, reading.header, problems);
+    if let (Some(path), Some("json")) = (field.get("path").and_then(Value::as_str), format) {
+        if let Err(e) = JsonPath::parse(path) {
+            problems.push(Problem::new(format!("{at}/path"), format!("{path:?}: {e}")));
+        }
+    }
+    if let (Some(path), Some("xml")) = (field.get("path").and_then(Value::as_str), format) {
+        if let Err(e) = parse_xml_path(path, &reading.namespaces, false) {
+            problems.push(Problem::new(format!("{at}/path"), format!("{path:?}: {e}")));
+        }
+    }
+    if let Some(pattern) = field.get("pattern").and_then(Value::as_str) {
+        if let Err(why) = one_capture_group(pattern) {
+            problems.push(Problem::new(format!("{at}/pattern"), why));
+        }
+    }
+}
+
+/// The price breaks at `at`: `each` only in a JSON definition (with a path that parses), and
+/// every field of either form as a field. (Both forms at once or neither, and the number of
+/// pairs, 1 to [`super::MAX_PRICE_BREAK_PAIRS`], are the schema's to refuse.)
+fn check_price_breaks(
+    at: &str,
+    breaks: &Value,
+    reading: &Reading<'_>,
+    problems: &mut Vec<Problem>,
+) {
+    let parts = ["min_quantity", "unit_price"];
+    if let Some(each) = breaks.get("each").and_then(Value::as_str) {
+        match reading.format {
+            Some(kind) if kind != "json" => problems.push(Problem::new(
+                format!("{at}/each"),
+                "each is read in JSON bodies; list the breaks as pairs",
+            )),
+            _ => {
+                if let Err(e) = JsonPath::parse(each) {
+                    problems.push(Problem::new(format!("{at}/each"), format!("{each:?}: {e}")));
+                }
+                for part in parts {
+                    if let Some(field) = breaks.get(part) {
+                        check_field(&format!("{at}/{part}"), field, reading, problems);
+                    }
+                }
             }
         }
-        if let (Some(path), Some("xml")) = (field.get("path").and_then(Value::as_str), format) {
-            if let Err(e) = parse_xml_path(path, &namespaces(document), false) {
-                problems.push(Problem::new(format!("{at}/path"), format!("{path:?}: {e}")));
-            }
-        }
-        if let Some(pattern) = field.get("pattern").and_then(Value::as_str) {
-            if let Err(why) = one_capture_group(pattern) {
-                problems.push(Problem::new(format!("{at}/pattern"), why));
+    }
+    let Some(pairs) = breaks.get("pairs").and_then(Value::as_array) else {
+        return;
+    };
+    for (index, pair) in pairs.iter().enumerate() {
+        for part in parts {
+            if let Some(field) = pair.get(part) {
+                check_field(
+                    &format!("{at}/pairs/{index}/{part}"),
+                    field,
+                    reading,
+                    problems,
+                );
             }
         }
     }

@@ -318,7 +318,8 @@ fn default_decimal_separator() -> String {
 }
 
 /// Where each row field comes from. The six required ones make an offer; revision and
-/// condition refine the canonical item.
+/// condition refine the canonical item; the rest are the offer's commercial terms
+/// (docs/connectors.md, "Commercial terms"), each optional.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fields {
     pub sku: Field,
@@ -331,10 +332,36 @@ pub struct Fields {
     pub revision: Option<Field>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum_order_quantity: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_multiple: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack_size: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_basis: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead_time_days: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead_time: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packaging: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_from: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incoterms: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tax_included: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_breaks: Option<PriceBreaks>,
 }
 
 impl Fields {
-    /// Each declared field with its name, in the document's order.
+    /// Each declared field with its name, in a fixed order: the six required ones, revision
+    /// and condition, then the plain terms in the order of [`TERM_FIELDS`]. The price breaks
+    /// are not among them (see [`Fields::price_breaks`]).
     pub fn declared(&self) -> Vec<(&'static str, &Field)> {
         let mut fields = vec![
             ("sku", &self.sku),
@@ -346,8 +373,73 @@ impl Fields {
         ];
         fields.extend(self.revision.as_ref().map(|f| ("revision", f)));
         fields.extend(self.condition.as_ref().map(|f| ("condition", f)));
+        let terms = [
+            &self.minimum_order_quantity,
+            &self.order_multiple,
+            &self.pack_size,
+            &self.price_basis,
+            &self.lead_time_days,
+            &self.lead_time,
+            &self.packaging,
+            &self.valid_from,
+            &self.valid_until,
+            &self.incoterms,
+            &self.tax_included,
+        ];
+        fields.extend(
+            TERM_FIELDS
+                .into_iter()
+                .zip(terms)
+                .filter_map(|(name, field)| field.as_ref().map(|f| (name, f))),
+        );
         fields
     }
+}
+
+/// The plain term fields, in the order [`Fields::declared`] gives them.
+pub const TERM_FIELDS: [&str; 11] = [
+    "minimum_order_quantity",
+    "order_multiple",
+    "pack_size",
+    "price_basis",
+    "lead_time_days",
+    "lead_time",
+    "packaging",
+    "valid_from",
+    "valid_until",
+    "incoterms",
+    "tax_included",
+];
+
+/// Most price-break pairs a definition may list.
+pub const MAX_PRICE_BREAK_PAIRS: usize = 20;
+
+/// Where a row's price breaks come from: an array in a JSON row, or fixed pairs of fields
+/// (any format). Both give the row member `price_breaks`, in the order read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PriceBreaks {
+    /// JSON only: `{"each": ..., "min_quantity": ..., "unit_price": ...}`.
+    Each(Box<EachBreak>),
+    /// 1 to [`MAX_PRICE_BREAK_PAIRS`] pairs of ordinary fields; a pair with neither value is
+    /// skipped (a row with fewer breaks than pairs).
+    Pairs { pairs: Vec<PriceBreakPair> },
+}
+
+/// The breaks of a JSON row as an array: `each` selects it relative to the row; each
+/// element's two values are at their fields' paths relative to the element.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EachBreak {
+    pub each: String,
+    pub min_quantity: Field,
+    pub unit_price: Field,
+}
+
+/// One price break as two ordinary fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriceBreakPair {
+    pub min_quantity: Field,
+    pub unit_price: Field,
 }
 
 /// One field: exactly one source (column, position, path or constant), then, in this order:

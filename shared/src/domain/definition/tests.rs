@@ -164,3 +164,190 @@ fn a_problem_quoting_a_long_value_is_capped() {
         problems[0].message.len()
     );
 }
+
+/// A JSON definition reading every term, the breaks from an array in each row.
+fn json_terms() -> Value {
+    let mut document: Value = serde_json::from_str(SUPPLIERS[1].1).unwrap();
+    let fields = &mut document["fields"];
+    for (name, path) in [
+        ("minimum_order_quantity", "$.moq"),
+        ("order_multiple", "$.multiple"),
+        ("pack_size", "$.pack.size"),
+        ("price_basis", "$.per"),
+        ("lead_time_days", "$.lead.days"),
+        ("lead_time", "$.lead.text"),
+        ("packaging", "$.pack.kind"),
+        ("valid_from", "$.valid.from"),
+        ("valid_until", "$.valid.until"),
+        ("incoterms", "$.incoterms"),
+        ("tax_included", "$.tax"),
+    ] {
+        fields[name] = json!({ "path": path });
+    }
+    fields["price_breaks"] = json!({
+        "each": "$.prices",
+        "min_quantity": { "path": "$.qty" },
+        "unit_price": { "path": "$.price", "pattern": "^([0-9.]+)" }
+    });
+    document
+}
+
+/// The German CSV with two price breaks in column pairs.
+fn csv_pairs() -> Value {
+    let mut document = german_csv();
+    document["fields"]["price_breaks"] = json!({ "pairs": [
+        { "min_quantity": { "column": "Staffel 1 Menge" }, "unit_price": { "column": "Staffel 1 Preis" } },
+        { "min_quantity": { "column": "Staffel 2 Menge" }, "unit_price": { "column": "Staffel 2 Preis" } }
+    ]});
+    document["fields"]["tax_included"] = json!({ "column": "MwSt", "map": { "ja": "true" } });
+    document
+}
+
+#[test]
+fn definitions_with_terms_are_read_and_written_back_as_they_mean() {
+    for document in [json_terms(), csv_pairs()] {
+        let definition = Definition::read(&document).unwrap_or_else(|p| panic!("{p:#?}"));
+        assert!(definition.fields.price_breaks.is_some());
+        let written = serde_json::to_value(&definition).unwrap();
+        let form = |d: &Value| {
+            let mut keys: Vec<String> = d["fields"]["price_breaks"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            keys.sort();
+            keys
+        };
+        assert_eq!(
+            form(&written),
+            form(&document),
+            "the same form, written back"
+        );
+        assert_eq!(Definition::read(&written).unwrap(), definition);
+    }
+    let json = Definition::read(&json_terms()).unwrap();
+    let names: Vec<&str> = json.fields.declared().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names[..6],
+        [
+            "sku",
+            "quantity",
+            "unit",
+            "price",
+            "currency",
+            "observed_at"
+        ]
+    );
+    assert_eq!(
+        names[6..],
+        TERM_FIELDS,
+        "the terms follow in their fixed order"
+    );
+}
+
+#[test]
+fn every_terms_mistake_names_its_place() {
+    let pairs = |n: usize| {
+        let pair = json!({ "min_quantity": { "column": "M" }, "unit_price": { "column": "P" } });
+        json!({ "pairs": vec![pair; n] })
+    };
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({ "each": "$.prices", "min_quantity": { "column": "M" }, "unit_price": { "column": "P" } }),
+            "/fields/price_breaks/each",
+        ),
+        (pairs(0), "/fields/price_breaks/pairs"),
+        (
+            pairs(MAX_PRICE_BREAK_PAIRS + 1),
+            "/fields/price_breaks/pairs",
+        ),
+        (
+            json!({ "pairs": [
+                { "min_quantity": { "column": "M" }, "unit_price": { "column": "P" } },
+                { "min_quantity": { "column": "M2" }, "unit_price": { "column": "P2", "pattern": "([0-9" } }
+            ]}),
+            "/fields/price_breaks/pairs/1/unit_price/pattern",
+        ),
+        (
+            json!({ "pairs": [{ "min_quantity": { "path": "$.m" }, "unit_price": { "column": "P" } }] }),
+            "/fields/price_breaks/pairs/0/min_quantity/path",
+        ),
+        (
+            json!({ "pairs": [{ "min_quantity": { "column": "M", "constant": "1" }, "unit_price": { "column": "P" } }] }),
+            "/fields/price_breaks/pairs/0/min_quantity",
+        ),
+        (
+            json!({ "pairs": [{ "min_quantity": { "column": "M" } }] }),
+            "/fields/price_breaks/pairs/0",
+        ),
+        (
+            json!({ "each": "$.prices", "min_quantity": { "column": "M" }, "unit_price": { "column": "P" }, "pairs": [] }),
+            "/fields/price_breaks",
+        ),
+        (json!({}), "/fields/price_breaks"),
+    ];
+    let mut most = german_csv();
+    most["fields"]["price_breaks"] = pairs(MAX_PRICE_BREAK_PAIRS);
+    assert!(
+        Definition::read(&most).is_ok(),
+        "the schema's limit is the mapping's"
+    );
+    for (breaks, pointer) in cases {
+        let mut document = german_csv();
+        document["fields"]["price_breaks"] = breaks;
+        let found = pointers(&document);
+        assert!(
+            found.contains(&pointer.to_owned()),
+            "{pointer}: {found:?} for {}",
+            document["fields"]["price_breaks"]
+        );
+    }
+}
+
+#[test]
+fn every_json_terms_mistake_names_its_place() {
+    let cases: Vec<Mistake> = vec![
+        (
+            |d| d["fields"]["price_breaks"]["each"] = json!("$.prices[*]"),
+            "/fields/price_breaks/each",
+        ),
+        (
+            |d| d["fields"]["price_breaks"]["unit_price"]["pattern"] = json!("(a)(b)"),
+            "/fields/price_breaks/unit_price/pattern",
+        ),
+        (
+            |d| d["fields"]["price_breaks"]["min_quantity"] = json!({ "column": "Menge" }),
+            "/fields/price_breaks/min_quantity/column",
+        ),
+        (
+            |d| {
+                let breaks = d["fields"]["price_breaks"].as_object_mut().unwrap();
+                breaks.remove("unit_price");
+            },
+            "/fields/price_breaks",
+        ),
+        (
+            |d| d["fields"]["lead_time_days"]["pattern"] = json!("[0-9]+"),
+            "/fields/lead_time_days/pattern",
+        ),
+        (
+            |d| d["fields"]["tax_included"] = json!({ "path": "tax" }),
+            "/fields/tax_included/path",
+        ),
+        (
+            |d| d["fields"]["incoterm"] = json!({ "path": "$.incoterms" }),
+            "/fields",
+        ),
+    ];
+    for (mistake, pointer) in cases {
+        let mut document = json_terms();
+        mistake(&mut document);
+        let found = pointers(&document);
+        assert!(
+            found.contains(&pointer.to_owned()),
+            "{pointer}: {found:?} for {}",
+            document["fields"]
+        );
+    }
+}

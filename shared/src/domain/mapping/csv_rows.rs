@@ -2,7 +2,7 @@
 //! records split by the declared delimiter and quote; each field taken by column name (from
 //! the header row) or by position. A row's place is the line it starts on in the file.
 
-use super::{Mapping, PageRead, Raw, RowRead, Source, TimeMemo};
+use super::{Mapping, PageRead, Raw, RowRead, Source, TimeMemos};
 use crate::domain::definition::Csv;
 use std::borrow::Cow;
 
@@ -30,7 +30,7 @@ pub(super) fn read(
     let mut lines = Lines::default();
     // One record read into again and again (the fields are copied out where they are kept).
     let mut record = ::csv::StringRecord::new();
-    let mut memo = TimeMemo::default();
+    let mut memo = TimeMemos::default();
     while reader
         .read_record(&mut record)
         .map_err(|e| format!("CSV: {e}"))?
@@ -45,7 +45,7 @@ pub(super) fn read(
         if rows.len() == max_rows {
             return Err(format!("more than {max_rows} rows"));
         }
-        let row = mapping.row_of(&mut memo, |field| {
+        let row = mapping.row_of(&mut memo, None, |field| {
             Ok(value(field_index(&columns, field), &record))
         });
         rows.push(RowRead {
@@ -102,18 +102,22 @@ fn ascii(setting: &str, default: u8) -> u8 {
         .unwrap_or(default)
 }
 
-/// Each field's column index by its name in the header; every column the header lacks is
-/// named in one refusal.
+/// Each field's column index (by the field's slot) from its name in the header, the price
+/// breaks' columns among them; every column the header lacks is named in one refusal.
 fn column_indexes(
     mapping: &Mapping,
     header: &::csv::StringRecord,
-) -> Result<Vec<(&'static str, usize)>, String> {
-    let mut found = Vec::new();
+) -> Result<Vec<Option<usize>>, String> {
+    let mut found = vec![None; mapping.slots];
     let mut missing = Vec::new();
-    for field in &mapping.fields {
+    for field in mapping.sourced() {
         if let Source::Column(name) = &field.source {
             match header.iter().position(|h| h.trim() == name.trim()) {
-                Some(index) => found.push((field.name, index)),
+                Some(index) => {
+                    if let Some(slot) = found.get_mut(field.slot) {
+                        *slot = Some(index);
+                    }
+                }
                 None => missing.push(format!("{name:?}")),
             }
         }
@@ -132,12 +136,9 @@ fn column_indexes(
 }
 
 /// Where a field's value is in a record: its column or position; `None` for a constant.
-fn field_index(columns: &[(&'static str, usize)], field: &super::MappedField) -> Option<usize> {
+fn field_index(columns: &[Option<usize>], field: &super::MappedField) -> Option<usize> {
     match &field.source {
-        Source::Column(_) => columns
-            .iter()
-            .find(|(n, _)| *n == field.name)
-            .map(|(_, i)| *i),
+        Source::Column(_) => columns.get(field.slot).copied().flatten(),
         Source::Position(index) => Some(*index),
         Source::Path(_) | Source::Xml(_) | Source::Constant => None,
     }

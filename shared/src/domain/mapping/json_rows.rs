@@ -3,7 +3,7 @@
 //! values (export id, snapshot id, page, page count, observed time) at theirs. A row's place is
 //! its JSON pointer.
 
-use super::{Canonical, Mapping, PageRead, Raw, RowRead, Source, TimeMemo};
+use super::{Canonical, Mapping, PageRead, Raw, RowRead, Source, TimeMemos};
 use crate::domain::canonical_json::{canonical_bytes, canonical_page, parse_node, Node};
 use crate::domain::definition::{DocumentField, Envelope, Json};
 use crate::domain::fingerprint::CanonicalizationRule;
@@ -43,7 +43,7 @@ pub(super) fn read(
     }
     let (sources, document) = canonical(&root, items, rows_path.names().as_deref(), rule);
     let pointer = rows_path.pointer();
-    let mut memo = TimeMemo::default();
+    let mut memo = TimeMemos::default();
     page.rows = items
         .iter()
         .zip(sources)
@@ -51,7 +51,9 @@ pub(super) fn read(
         .map(|(index, (item, source))| RowRead {
             place: format!("{pointer}/{index}"),
             row: match item {
-                Node::Object(_) => mapping.row_of(&mut memo, |field| Ok(value(field, item))),
+                Node::Object(_) => {
+                    mapping.row_of(&mut memo, Some(item), |field| Ok(value(field, item)))
+                }
                 _ => Err("a row must be an object".into()),
             },
             source,
@@ -94,7 +96,7 @@ fn canonical(
 
 /// A field's value in a row: a string as text for its steps, any other value kept as written;
 /// `null` and a missing member are absent.
-fn value<'n>(field: &super::MappedField, row: &'n Node<'_>) -> Option<Raw<'n>> {
+pub(super) fn value<'n>(field: &super::MappedField, row: &'n Node<'_>) -> Option<Raw<'n>> {
     let Source::Path(path) = &field.source else {
         return None;
     };

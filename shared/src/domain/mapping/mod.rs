@@ -1,8 +1,9 @@
 //! Declarative mapping: a definition's format, values and fields turn a body into rows the
 //! normalizer reads (the same row objects for every format: `sku`, `quantity`, `unit`,
-//! `price`, `currency`, `observed_at`, `revision`, `condition`). Deterministic: the same body
-//! under the same definition gives the same rows, and nothing here reads a clock or the
-//! environment (the time zone database is the one compiled in).
+//! `price`, `currency`, `observed_at`, `revision`, `condition`, and the commercial terms of
+//! [`terms`], `price_breaks` among them). Deterministic: the same body under the same
+//! definition gives the same rows, and nothing here reads a clock or the environment (the
+//! time zone database is the one compiled in).
 //!
 //! A row that cannot be read is reported with its place (a CSV line, a JSON pointer) and the
 //! reason, beside the rows that can; what happens to the delivery then is the definition's row
@@ -12,6 +13,7 @@
 mod csv_rows;
 pub mod json_path;
 mod json_rows;
+mod terms;
 #[cfg(test)]
 mod tests;
 pub mod text;
@@ -21,12 +23,13 @@ mod xml_rows;
 pub use xml_rows::parse_path as parse_xml_path;
 
 use crate::domain::canonical_json::{CanonicalJsonError, Node};
-use crate::domain::definition::{Definition, Format, Problem};
+use crate::domain::definition::{Definition, Field, Format, Problem};
 use crate::domain::fingerprint::CanonicalizationRule;
 use crate::domain::timestamp::Timestamp;
 use json_path::JsonPath;
 use std::borrow::Cow;
-use values::{Conventions, FieldSteps, TimeMemo};
+use terms::{Breaks, Kept, Kind};
+use values::{Conventions, FieldSteps, TimeMemos};
 
 /// A JSON document's canonical bytes under a fingerprint's rule, or why it has none.
 pub(crate) type Canonical = Result<Vec<u8>, CanonicalJsonError>;
@@ -36,12 +39,23 @@ pub(crate) type Canonical = Result<Vec<u8>, CanonicalJsonError>;
 pub struct Mapping {
     format: Format,
     fields: Vec<MappedField>,
+    /// Where the rows' price breaks come from, if the definition reads any.
+    breaks: Option<Breaks>,
+    /// How many fields have a slot (the plain ones, then the price breaks').
+    slots: usize,
     conventions: Conventions,
 }
 
 #[derive(Debug, Clone)]
 struct MappedField {
+    /// The row member (`min_quantity`, `unit_price` for a price break's values).
     name: &'static str,
+    /// The field's index among every field of the mapping (the price breaks' after the plain
+    /// ones): where a reader keeps what it found of the field.
+    slot: usize,
+    kind: Kind,
+    /// A commercial term: a JSON value kept as written is converted by its kind too.
+    term: bool,
     source: Source,
     steps: FieldSteps,
 }
@@ -91,23 +105,23 @@ impl Mapping {
             .ok();
         let mut fields = Vec::new();
         for (name, field) in definition.fields.declared() {
-            let source = source_of(&definition.format, field);
-            let steps = FieldSteps::compile(field);
-            match (source, steps) {
-                (Ok(source), Ok(steps)) => fields.push(MappedField {
-                    name,
-                    source,
-                    steps,
-                }),
-                (Err(e), _) | (_, Err(e)) => {
-                    problems.push(Problem::new(format!("/fields/{name}"), e))
-                }
+            match MappedField::compile(&definition.format, name, field, fields.len()) {
+                Ok(mapped) => fields.push(mapped),
+                Err(e) => problems.push(Problem::new(format!("/fields/{name}"), e)),
             }
         }
+        let mut slots = fields.len();
+        let breaks = definition.fields.price_breaks.as_ref().and_then(|breaks| {
+            Breaks::compile(&definition.format, breaks, &mut slots)
+                .map_err(|p| problems.extend(p))
+                .ok()
+        });
         match (conventions, problems.is_empty()) {
             (Some(conventions), true) => Ok(Mapping {
                 format: definition.format.clone(),
                 fields,
+                breaks,
+                slots,
                 conventions,
             }),
             _ => Err(problems),
@@ -146,14 +160,30 @@ impl Mapping {
             .map(|names| names.into_iter().map(str::to_owned).collect())
     }
 
+    /// Every field a reader finds in a row by its source: the plain ones, then the price
+    /// breaks' pairs (the `each` form's fields are read inside the row's array instead).
+    fn sourced(&self) -> impl Iterator<Item = &MappedField> {
+        let pairs = match &self.breaks {
+            Some(Breaks::Pairs(pairs)) => pairs.as_slice(),
+            _ => &[],
+        };
+        self.fields.iter().chain(
+            pairs
+                .iter()
+                .flat_map(|pair| [&pair.min_quantity, &pair.unit_price]),
+        )
+    }
+
     /// A row object from each field's raw text (`None`: absent), converted by the field's kind.
-    /// `memo` is the body's, carried from row to row.
+    /// `memo` is the body's, carried from row to row; `row` is a JSON row (where the `each`
+    /// form of the price breaks reads them).
     fn row_of<'r>(
         &self,
-        memo: &mut TimeMemo,
+        memo: &mut TimeMemos,
+        row: Option<&Node<'_>>,
         raw: impl Fn(&MappedField) -> Result<Option<Raw<'r>>, String>,
     ) -> Result<Node<'static>, String> {
-        let mut members = Vec::with_capacity(self.fields.len());
+        let mut members = Vec::with_capacity(self.fields.len() + 1);
         let mut problems = Vec::new();
         for field in &self.fields {
             match raw(field).and_then(|value| self.value_of(field, value, memo)) {
@@ -162,21 +192,35 @@ impl Mapping {
                 Err(why) => problems.push(format!("{}: {why}", field.name)),
             }
         }
+        match self.breaks_of(memo, row, &raw) {
+            Ok(Some(node)) => members.push((Cow::Borrowed("price_breaks"), node)),
+            Ok(None) => {}
+            Err(why) => problems.push(format!("price_breaks: {why}")),
+        }
         if !problems.is_empty() {
             return Err(problems.join("; "));
         }
         Node::object(members).ok_or_else(|| "a field is named twice".to_owned())
     }
 
-    /// One field's value after its steps and its kind's conversion.
+    /// One field's value after its steps and its kind's conversion. A JSON value kept as
+    /// written (plain steps) stays as it is for the offer's fields; a term's is converted by
+    /// its kind ([`terms::kept`]).
     fn value_of(
         &self,
         field: &MappedField,
         raw: Option<Raw<'_>>,
-        memo: &mut TimeMemo,
+        memo: &mut TimeMemos,
     ) -> Result<Option<Node<'static>>, String> {
         let text = match raw {
-            Some(Raw::Kept(node)) if field.steps.is_plain() => return Ok(Some(node)),
+            Some(Raw::Kept(node)) if field.steps.is_plain() && !field.term => {
+                return Ok(Some(node))
+            }
+            Some(Raw::Kept(node)) if field.steps.is_plain() => match terms::kept(field.kind, node)?
+            {
+                Kept::Value(node) => return Ok(Some(node)),
+                Kept::Text(text) => Some(Cow::Owned(text)),
+            },
             Some(Raw::Kept(node)) => Some(Cow::Owned(node_text(&node)?)),
             Some(Raw::Text(text)) => Some(text),
             None => None,
@@ -184,19 +228,43 @@ impl Mapping {
         let Some(value) = field.steps.apply(text.as_deref())? else {
             return Ok(None);
         };
-        Ok(Some(match field.name {
-            "quantity" => Node::Number(Cow::Owned(self.conventions.into_whole_number(value)?)),
-            "price" => Node::String(Cow::Owned(self.conventions.into_decimal(value)?)),
-            "observed_at" => {
-                Node::String(Cow::Owned(self.conventions.time_through_memo(value, memo)?))
-            }
-            _ => Node::String(Cow::Owned(value)),
+        let conventions = &self.conventions;
+        Ok(Some(match field.kind {
+            Kind::Whole => Node::Number(Cow::Owned(conventions.into_whole_number(value)?)),
+            Kind::Decimal => Node::String(Cow::Owned(conventions.into_decimal(value)?)),
+            Kind::Time(index) => Node::String(Cow::Owned(
+                conventions.time_through_memo(value, memo.of(index))?,
+            )),
+            Kind::Bool => Node::Bool(terms::true_or_false(&value)?),
+            Kind::Text => Node::String(Cow::Owned(value)),
         }))
     }
 }
 
+impl MappedField {
+    /// The field `name` of a definition in `format`, at `slot`.
+    fn compile(
+        format: &Format,
+        name: &'static str,
+        field: &Field,
+        slot: usize,
+    ) -> Result<Self, String> {
+        let source = source_of(format, field)?;
+        let steps = FieldSteps::compile(field)?;
+        let (kind, term) = terms::kind_of(name);
+        Ok(MappedField {
+            name,
+            slot,
+            kind,
+            term,
+            source,
+            steps,
+        })
+    }
+}
+
 /// Where a field's value is, for the format: a path is JSONPath in JSON, an element path in XML.
-fn source_of(format: &Format, field: &crate::domain::definition::Field) -> Result<Source, String> {
+fn source_of(format: &Format, field: &Field) -> Result<Source, String> {
     Ok(match (&field.column, field.position, &field.path, format) {
         (Some(column), _, _, _) => Source::Column(column.clone()),
         (_, Some(position), _, _) => Source::Position(position.saturating_sub(1) as usize),

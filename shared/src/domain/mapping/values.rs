@@ -88,6 +88,20 @@ pub fn shown(text: &str) -> String {
 #[derive(Debug, Default)]
 pub(super) struct TimeMemo(Option<(String, String)>);
 
+/// A [`TimeMemo`] for each time field of a row (`observed_at`, `valid_from`, `valid_until`):
+/// each field keeps its own last conversion, so two times that differ do not undo each
+/// other's.
+#[derive(Debug, Default)]
+pub(super) struct TimeMemos([TimeMemo; 3]);
+
+impl TimeMemos {
+    /// The memo of time field `index` (0 `observed_at`, 1 `valid_from`, 2 `valid_until`).
+    pub(super) fn of(&mut self, index: usize) -> &mut TimeMemo {
+        let last = self.0.len() - 1;
+        &mut self.0[index.min(last)]
+    }
+}
+
 /// The document's number and time conventions, compiled once per definition.
 #[derive(Debug, Clone)]
 pub struct Conventions {

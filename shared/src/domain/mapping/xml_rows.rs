@@ -7,7 +7,7 @@
 //! the five predefined ones and character references is refused, and nesting deeper than the
 //! definition's `max_depth` refuses the body. A row's place is the line its element starts on.
 
-use super::{Mapping, PageRead, Raw, RowRead, Source, TimeMemo};
+use super::{Mapping, PageRead, Raw, RowRead, Source, TimeMemos};
 use crate::domain::definition::{Encoding, Xml};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;
@@ -23,9 +23,9 @@ type Name = (String, String);
 #[derive(Default)]
 struct Wanted {
     nodes: Vec<WantedNode>,
-    /// Each field's value: the text of a node, or an attribute (by its index in
-    /// [`Captured::attributes`]).
-    fields: Vec<(&'static str, Slot)>,
+    /// Each field's value by the field's slot: the text of a node, or an attribute (by its
+    /// index in [`Captured::attributes`]).
+    fields: Vec<Option<Slot>>,
     attributes: usize,
 }
 
@@ -57,9 +57,10 @@ impl Wanted {
     fn of(mapping: &Mapping) -> Self {
         let mut wanted = Wanted {
             nodes: vec![WantedNode::default()],
+            fields: vec![None; mapping.slots],
             ..Wanted::default()
         };
-        for field in &mapping.fields {
+        for field in mapping.sourced() {
             let Source::Xml(path) = &field.source else {
                 continue;
             };
@@ -76,7 +77,9 @@ impl Wanted {
                     Slot::Text(node)
                 }
             };
-            wanted.fields.push((field.name, slot));
+            if let Some(kept) = wanted.fields.get_mut(field.slot) {
+                *kept = Some(slot);
+            }
         }
         wanted
     }
@@ -214,7 +217,7 @@ pub(super) fn read(
         row: None,
         rows: Ok(Vec::new()),
         lines: (0, 1),
-        memo: TimeMemo::default(),
+        memo: TimeMemos::default(),
     };
     let mut reader = NsReader::from_str(&text);
     loop {
@@ -262,7 +265,7 @@ struct Walk<'m, 't> {
     rows: Result<Vec<RowRead>, String>,
     /// The last byte offset a line was counted to, and its line.
     lines: (usize, usize),
-    memo: TimeMemo,
+    memo: TimeMemos,
 }
 
 /// An open element.
@@ -342,9 +345,9 @@ impl Walk<'_, '_> {
                 self.rows = Err(format!("more than {} rows", self.max_rows));
             } else {
                 let (wanted, captured) = (&self.wanted, &self.captured);
-                let row = self
-                    .mapping
-                    .row_of(&mut self.memo, |field| Ok(value(wanted, field, captured)));
+                let row = self.mapping.row_of(&mut self.memo, None, |field| {
+                    Ok(value(wanted, field, captured))
+                });
                 rows.push(RowRead {
                     place: format!("line {line}"),
                     row,
@@ -392,8 +395,8 @@ fn value<'c>(
     field: &super::MappedField,
     captured: &'c Captured,
 ) -> Option<Raw<'c>> {
-    let (_, slot) = wanted.fields.iter().find(|(name, _)| *name == field.name)?;
-    let text = match *slot {
+    let slot = wanted.fields.get(field.slot).copied().flatten()?;
+    let text = match slot {
         Slot::Text(node) => captured.texts.get(node)?,
         Slot::Attribute(index) => captured.attributes.get(index)?,
     };
