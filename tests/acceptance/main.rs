@@ -37,3 +37,4 @@ mod soak;
 mod suppliers;
 mod telemetry;
 mod template;
+mod terms;

@@ -32,18 +32,6 @@ async fn previewed_rows(stack: &local_stack::Stack, id: &str, sample: &[u8]) -> 
     answer["rows"].as_array().unwrap().clone()
 }
 
-async fn drop_file(env: &TestEnv, connector: &str, file: &str, body: Vec<u8>) {
-    env.clients
-        .s3
-        .put_object()
-        .bucket(&env.bucket)
-        .key(format!("drops/{connector}/{file}"))
-        .body(body.into())
-        .send()
-        .await
-        .unwrap();
-}
-
 /// Waits until every previewed row is the current offer of its item, then checks each offer
 /// holds the row's values exactly.
 async fn offers_match(stack: &local_stack::Stack, connector: &str, rows: &[Value]) {
@@ -105,7 +93,7 @@ async fn a_german_csv_and_an_xml_catalog_dropped_as_files_become_offers() {
         let sample = supplier_file(supplier, file);
         let rows = previewed_rows(&stack, &id, &sample).await;
         assert!(rows.len() >= 2, "{supplier}: {rows:?}");
-        drop_file(&env, &id, file, sample).await;
+        env.drop_file(&id, file, sample).await;
         offers_match(&stack, &id, &rows).await;
         let records = replay_records(&env, &id).await;
         assert_eq!(records.len(), 1, "{supplier}: one file, one delivery");
@@ -151,7 +139,8 @@ async fn under_quarantine_rows_the_good_rows_are_stored_and_the_bad_in_one_entry
     let file = german_file_with_three_bad_rows();
     let rows = previewed_rows(&stack, "lieferant-de", &file).await;
     assert_eq!(rows.len(), 2);
-    drop_file(&env, "lieferant-de", "bestand-kaputt.csv", file).await;
+    env.drop_file("lieferant-de", "bestand-kaputt.csv", file)
+        .await;
     offers_match(&stack, "lieferant-de", &rows).await;
     let url = format!("{}/v1/quarantine", stack.base_url());
     let (status, list) = call("GET", url, Some(OPERATOR), Value::Null).await;
@@ -252,12 +241,13 @@ async fn changed_content_under_an_immutable_file_name_is_a_mismatch() {
     onboard(&stack, &document).await;
     let original = supplier_file("xml-catalog", "catalog-2026-11-29.xml");
     let rows = previewed_rows(&stack, &id, &original).await;
-    drop_file(&env, &id, "catalog.xml", original.clone()).await;
+    env.drop_file(&id, "catalog.xml", original.clone()).await;
     offers_match(&stack, &id, &rows).await;
     let changed = String::from_utf8(original)
         .unwrap()
         .replacen(">1500<", ">1499<", 1);
-    drop_file(&env, &id, "catalog.xml", changed.into_bytes()).await;
+    env.drop_file(&id, "catalog.xml", changed.into_bytes())
+        .await;
     let url = format!("{}/v1/quarantine", stack.base_url());
     let mut entries = Vec::new();
     for _ in 0..300 {

@@ -256,3 +256,51 @@ pub async fn offer_of(url: &str, token: &str, connector: &str) -> Option<serde_j
     }
     None
 }
+
+/// One MCP `tools/call` of `name` through the local stack's `POST /v1/mcp` (JSON answers, as
+/// the endpoint gives them), checked against `docs/openapi.yaml`; the JSON-RPC result.
+pub async fn mcp_tool(
+    base_url: &str,
+    token: &str,
+    name: &str,
+    arguments: serde_json::Value,
+) -> serde_json::Value {
+    let url = format!("{base_url}/v1/mcp");
+    let message = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments}
+    })
+    .to_string();
+    let auth = format!("Bearer {token}");
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut response = agent
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .header("authorization", &auth)
+            .send(message.as_bytes())
+            .expect("request sent");
+        let status = response.status().as_u16();
+        let content_type = header_of(&response, "content-type");
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        crate::openapi::check_exchange(&crate::openapi::Exchange {
+            method: "POST",
+            target: &url,
+            request: Some(("application/json", message.as_bytes())),
+            status,
+            content_type: content_type.as_deref(),
+            body: &text,
+        });
+        assert_eq!(status, 200, "{text}");
+        let answer: serde_json::Value = serde_json::from_str(&text).expect("a JSON answer");
+        assert!(answer["error"].is_null(), "{answer}");
+        answer["result"].clone()
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}

@@ -324,6 +324,20 @@ impl TestEnv {
 }
 
 impl TestEnv {
+    /// Drops `body` as the supplier's file `file` of `connector` (`drops/{connector}/{file}`),
+    /// as a supplier's upload does.
+    pub async fn drop_file(&self, connector: &str, file: &str, body: Vec<u8>) {
+        self.clients
+            .s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(format!("drops/{connector}/{file}"))
+            .body(body.into())
+            .send()
+            .await
+            .unwrap();
+    }
+
     pub async fn service_ingest(&self, service: &IngestService, envelope: &[u8]) {
         let outcome = service
             .ingest_message(envelope)
