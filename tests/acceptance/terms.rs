@@ -155,3 +155,162 @@ async fn mismatch_entry(stack: &local_stack::Stack) -> Value {
     }
     panic!("no quarantine entry");
 }
+
+/// A variant of the snapshot from another supplier: its first row's prices, terms and currency
+/// replaced by `row` (merged over the first row).
+fn variant(body: &[u8], snapshot: &str, row: Value) -> Vec<u8> {
+    let mut document: Value = serde_json::from_slice(body).unwrap();
+    document["meta"]["snapshot_id"] = json!(snapshot);
+    let first = &mut document["data"]["items"][0];
+    for key in ["moq", "multiple", "price_valid_until"] {
+        first.as_object_mut().unwrap().remove(key);
+    }
+    for (key, value) in row.as_object().unwrap() {
+        first[key] = value.clone();
+    }
+    serde_json::to_vec(&document).unwrap()
+}
+
+/// Four more suppliers of the same reel, each under its own connector: one with a minimum
+/// order of 5,000, one whose price expired, one with 3,000 in stock, one in euros.
+async fn onboard_four_others(env: &TestEnv, stack: &local_stack::Stack, body: &[u8]) {
+    let others = [
+        (
+            "distri-moq",
+            json!({"prices": [{"break_qty": 1, "unit_price": "0.405"}], "moq": 5000}),
+        ),
+        (
+            "distri-old",
+            json!({"prices": [{"break_qty": 100, "unit_price": "0.39"}],
+                   "price_valid_until": "2026-01-01T00:00:00Z"}),
+        ),
+        (
+            "distri-small",
+            json!({"prices": [{"break_qty": 1, "unit_price": "0.401"}], "stock": 3000}),
+        ),
+        (
+            "distri-eu",
+            json!({"prices": [{"break_qty": 1, "unit_price": "0.37"}], "currency": "EUR"}),
+        ),
+    ];
+    for (connector, row) in &others {
+        let mut document = supplier_definition(SUPPLIER);
+        document["connector"] = json!(connector);
+        let url = format!("{}/v1/connectors/{connector}", stack.base_url());
+        let (status, answer) = call_with("PUT", url, Some(OPERATOR), None, document).await;
+        assert_eq!(status, 201, "{answer}");
+        let file = variant(body, &format!("SNAP-{connector}"), row.clone());
+        env.drop_file(connector, FILE, file).await;
+    }
+}
+
+/// Each offer's quote against the table checked by hand: (connector, orderable, unit price,
+/// extended price, price status, rank).
+fn assert_quotes(answer: &Value) {
+    let table = [
+        ("distri-eu", true, "0.37", "925.00", "current", json!(1)),
+        (
+            "distri-terms",
+            true,
+            "0.398",
+            "995.000",
+            "current",
+            json!(1),
+        ),
+        (
+            "distri-small",
+            true,
+            "0.401",
+            "1002.500",
+            "current",
+            json!(2),
+        ),
+        (
+            "distri-moq",
+            false,
+            "0.405",
+            "1012.500",
+            "current",
+            Value::Null,
+        ),
+        ("distri-old", true, "0.39", "975.00", "expired", Value::Null),
+    ];
+    let offers = answer["offers"].as_array().unwrap();
+    assert_eq!(offers.len(), table.len(), "{answer}");
+    let quote_of =
+        |connector: &str| &offers.iter().find(|o| o["connector"] == connector).unwrap()["quote"];
+    for (connector, orderable, unit, extended, status, rank) in &table {
+        let quote = quote_of(connector);
+        assert_eq!(quote["orderable"], *orderable, "{connector}: {quote}");
+        assert_eq!(quote["unit_price"], *unit, "{connector}");
+        assert_eq!(quote["extended_price"], *extended, "{connector}");
+        assert_eq!(quote["price_status"], *status, "{connector}");
+        assert_eq!(quote["rank"], *rank, "{connector}");
+    }
+    assert_eq!(
+        quote_of("distri-moq")["not_orderable_because"],
+        json!(["below the minimum order quantity 5000"])
+    );
+    let order: Vec<&str> = offers
+        .iter()
+        .map(|o| o["connector"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &order[..3],
+        ["distri-eu", "distri-terms", "distri-small"],
+        "ranked first, by currency"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn offers_for_a_quantity_rank_the_orderable_ones_within_each_currency() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    let (_, body) = onboard_and_drop(&env, &stack).await;
+    onboard_four_others(&env, &stack, &body).await;
+    let url = format!("{}/v1/items/{ITEM}/offers", stack.base_url());
+    for connector in [
+        "distri-terms",
+        "distri-moq",
+        "distri-old",
+        "distri-small",
+        "distri-eu",
+    ] {
+        offer_of(&url, READER, connector)
+            .await
+            .unwrap_or_else(|| panic!("{connector}"));
+    }
+    let (status, answer) = call(
+        "GET",
+        format!("{url}?quantity=2500"),
+        Some(READER),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["quantity"], "2500");
+    assert_quotes(&answer);
+
+    let arguments = json!({"item": ITEM, "quantity": 2500});
+    let result = mcp_tool(&stack.base_url(), READER, "get_current_offers", arguments).await;
+    let text = result["content"][0]["text"].as_str().unwrap();
+    let expected = "#1 in USD: 2500 from distri-terms at 0.398 USD each (995.000 USD), \
+                    MOQ 1000 met, lead time 14 days, source-reported, unverified";
+    assert!(text.contains(expected), "{expected:?} not in {text}");
+    assert!(
+        text.contains("not orderable: below the minimum order quantity 5000"),
+        "{text}"
+    );
+    let (status, refused) = call(
+        "GET",
+        format!("{url}?quantity=-5"),
+        Some(READER),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (400, &json!("invalid_request")),
+        "{refused}"
+    );
+}

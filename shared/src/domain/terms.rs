@@ -339,5 +339,17 @@ fn shown(text: &str) -> String {
     crate::domain::mapping::values::shown(text)
 }
 
+/// Test data: texts of the decimal grammar, up to its 30 bytes.
+#[cfg(test)]
+pub(crate) fn decimal_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::strategy::Strategy;
+    ("(0|[1-9][0-9]{0,11})", proptest::option::of("[0-9]{1,18}"))
+        .prop_map(|(int, frac)| match frac {
+            Some(frac) => format!("{int}.{frac}"),
+            None => int,
+        })
+        .prop_filter("at most 30 bytes", |t| t.len() <= 30)
+}
+
 #[cfg(test)]
 mod tests;

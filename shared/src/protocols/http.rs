@@ -1,6 +1,7 @@
 //! HTTP routing for the read API, independent of the transport: API Gateway (Lambda) and the
 //! local stack's server both translate into `HttpRequest` and back from `HttpResponse`.
 
+use crate::domain::terms::Decimal;
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::query::{Principal, QueryError, QueryService, READ_SCOPE};
 use serde::Serialize;
@@ -154,7 +155,16 @@ pub async fn handle_read(
                     )
                 }
             };
-            answer(service.offers(principal, item, max_age, now).await)
+            let quantity = match request.query.get("quantity").map(|q| positive_quantity(q)) {
+                None => None,
+                Some(Ok(q)) => Some(q),
+                Some(Err(why)) => return HttpResponse::error(400, "invalid_request", &why),
+            };
+            answer(
+                service
+                    .offers_for(principal, item, max_age, quantity.as_ref(), now)
+                    .await,
+            )
         }
         ["v1", "items", item, "observations"] => {
             let limit = match request.query.get("limit").map(|v| v.parse::<i32>()) {
@@ -170,6 +180,17 @@ pub async fn handle_read(
         ["v1", "observations", id] => answer(service.observation(principal, id).await),
         _ => HttpResponse::error(404, "not_found", "no such route"),
     }
+}
+
+/// A `?quantity=` to quote: a decimal above zero, as the price grammar writes it.
+pub fn positive_quantity(text: &str) -> Result<Decimal, String> {
+    Decimal::parse(text)
+        .ok()
+        .filter(|q| !q.is_zero())
+        .ok_or_else(|| {
+            let shown: String = text.chars().take(40).collect();
+            format!("quantity {shown:?} must be a decimal above 0 such as 2500 or 2.5 (no sign, exponent or separators)")
+        })
 }
 
 /// A read's body (200), or its refusal.

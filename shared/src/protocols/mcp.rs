@@ -10,9 +10,10 @@
 //! and a text summary an agent can quote. Calling a tool reads; it never refreshes, pulls or
 //! writes anything.
 
-use crate::domain::terms::Terms;
+use crate::domain::quote::Quote;
+use crate::domain::terms::{Decimal, Terms};
 use crate::domain::timestamp::Timestamp;
-use crate::protocols::http::HttpResponse;
+use crate::protocols::http::{positive_quantity, HttpResponse};
 use crate::protocols::query::{
     HistoryResponse, ObservationBody, ObservationDetail, OffersResponse, Principal, QueryError,
     QueryService, READ_SCOPE,
@@ -262,13 +263,16 @@ fn tools() -> Vec<Tool> {
                  with when the supplier observed it (observed_at), when we received it \
                  (retrieved_at), its source, delivery key, identity strength, dedup confidence \
                  and freshness. With max_age_seconds, an offer older than that is marked stale \
-                 and named in freshness_gaps with what would refresh it. {CAVEAT}"
+                 and named in freshness_gaps with what would refresh it. With quantity, each \
+                 offer is quoted for that quantity and the cheapest orderable ones come first \
+                 within each currency. {CAVEAT}"
             ),
             schema(json!({
                 "type": "object",
                 "properties": {
                     "item": {"type": "string", "description": "The item's SKU or canonical key, e.g. AX-440-R2"},
-                    "max_age_seconds": {"type": "integer", "minimum": 0, "description": "Mark offers observed longer ago than this as stale"}
+                    "max_age_seconds": {"type": "integer", "minimum": 0, "description": "Mark offers observed longer ago than this as stale"},
+                    "quantity": {"type": ["string", "number"], "description": "A quantity to buy, e.g. 2500 or \"2.5\": each offer then says whether it can be ordered (MOQ, order multiple, stock, price breaks), its unit and extended price, and its rank by price per unit within its currency (never across currencies)"}
                 },
                 "required": ["item"],
                 "additionalProperties": false
@@ -323,6 +327,17 @@ impl Arguments {
         }
     }
 
+    /// A decimal above zero, written as a JSON string or number (its literal).
+    fn quantity(&self, name: &str) -> Result<Option<Decimal>, String> {
+        let text = match self.0.get(name) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(_) => return Err(format!("{name} must be a decimal string or number")),
+        };
+        positive_quantity(&text).map(Some)
+    }
+
     fn integer(
         &self,
         name: &str,
@@ -347,6 +362,7 @@ enum ToolCall<'a> {
     CurrentOffers {
         item: &'a str,
         max_age_seconds: Option<i64>,
+        quantity: Option<Decimal>,
     },
     OfferHistory {
         item: &'a str,
@@ -368,6 +384,7 @@ impl<'a> ToolCall<'a> {
                 max_age_seconds: args
                     .integer("max_age_seconds", 0..=i64::MAX)
                     .map_err(invalid)?,
+                quantity: args.quantity("quantity").map_err(invalid)?,
             },
             "get_offer_history" => {
                 let item = args.string("item").map_err(invalid)?;
@@ -386,6 +403,57 @@ impl<'a> ToolCall<'a> {
             other => return Err(CallError::UnknownTool(other.to_owned())),
         })
     }
+}
+
+/// What a quote means, as an agent can quote it: `#1 in USD: 2500 from acme-eu at 0.398 USD
+/// each (995.000 USD), MOQ 1000 met, lead time 14 days`, or why it cannot be ordered.
+fn quote_text(q: &Quote, o: &ObservationBody) -> String {
+    let place = match q.rank {
+        Some(rank) => format!("#{rank} in {}", o.currency),
+        None => format!("unranked in {}", o.currency),
+    };
+    let price = match (&q.unit_price, &q.extended_price) {
+        (Some(unit), Some(extended)) => format!(
+            " at {unit} {} each{} ({extended} {})",
+            o.currency,
+            o.terms
+                .price_basis
+                .as_ref()
+                .map_or(String::new(), |b| format!(" per {}", b.as_str())),
+            o.currency
+        ),
+        _ => String::new(),
+    };
+    let mut notes = Vec::new();
+    if let Some(moq) = &o.terms.minimum_order_quantity {
+        notes.push(format!(
+            "MOQ {} {}",
+            moq.as_str(),
+            if q.orderable { "met" } else { "applies" }
+        ));
+    }
+    notes.extend(
+        o.terms
+            .lead_time_days
+            .map(|d| format!("lead time {d} days")),
+    );
+    if q.price_status != "current" {
+        notes.push(format!("price {}", q.price_status.replace('_', " ")));
+    }
+    if !q.orderable {
+        notes.push(format!(
+            "not orderable: {}",
+            q.not_orderable_because.join("; ")
+        ));
+    }
+    let notes: String = notes.iter().map(|n| format!(", {n}")).collect();
+    format!(
+        "{place}: {} from {}{price}{notes}, {}, {}",
+        q.quantity,
+        o.connector.as_str(),
+        o.claim.replace('_', "-"),
+        o.verification
+    )
 }
 
 /// The commercial terms an offer states, each as a buyer reads it (`; breaks 1000+ at 0.412
@@ -490,7 +558,13 @@ fn offers_summary(body: &OffersResponse) -> Vec<String> {
         body.item,
         body.as_of.to_rfc3339()
     )];
+    if let Some(quantity) = &body.quantity {
+        lines.push(format!(
+            "For {quantity}: cheapest orderable first within each currency (currencies are never compared)."
+        ));
+    }
     for o in &body.offers {
+        lines.extend(o.quote.as_ref().map(|q| quote_text(q, &o.observation)));
         lines.push(format!(
             "- {}; age {} s{}",
             text_of(&o.observation),
@@ -543,8 +617,9 @@ impl OfferTools {
             ToolCall::CurrentOffers {
                 item,
                 max_age_seconds,
+                quantity,
             } => query
-                .offers(principal, item, max_age_seconds, now)
+                .offers_for(principal, item, max_age_seconds, quantity.as_ref(), now)
                 .await
                 .map(ToolAnswer::Offers),
             ToolCall::OfferHistory { item, limit } => query

@@ -5,6 +5,7 @@
 use crate::domain::ids::{ObservationId, TenantId};
 use crate::domain::item::CanonicalItem;
 use crate::domain::model::Observation;
+use crate::domain::terms::Decimal;
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::StoreError;
 use crate::protocols::projection::{Eligibility, EvidenceReads, ProjectionStore};
@@ -66,6 +67,20 @@ impl QueryService {
         max_age_seconds: Option<i64>,
         now: Timestamp,
     ) -> Result<OffersResponse, QueryError> {
+        self.offers_for(principal, item, max_age_seconds, None, now)
+            .await
+    }
+
+    /// [`Self::offers`], each quoted for `quantity` when asked (`?quantity=`): orderable or
+    /// why not, its unit and extended price, its rank within its currency.
+    pub async fn offers_for(
+        &self,
+        principal: &Principal,
+        item: &str,
+        max_age_seconds: Option<i64>,
+        quantity: Option<&Decimal>,
+        now: Timestamp,
+    ) -> Result<OffersResponse, QueryError> {
         let item = Self::item_key(item)?;
         if max_age_seconds.is_some_and(|m| m < 0) {
             return Err(QueryError::InvalidRequest(
@@ -96,6 +111,7 @@ impl QueryService {
                     age_seconds: age,
                     stale,
                 },
+                quote: None,
             });
             if let (true, Some(max_age)) = (stale, max_age_seconds) {
                 gaps.push(FreshnessGap {
@@ -108,9 +124,13 @@ impl QueryService {
                 });
             }
         }
+        if let Some(quantity) = quantity {
+            responses::quote_offers(&mut offers, quantity, now);
+        }
         Ok(OffersResponse {
             item,
             as_of: now,
+            quantity: quantity.map(|q| q.as_str().to_owned()),
             offers,
             freshness_gaps: gaps,
         })

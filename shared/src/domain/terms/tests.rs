@@ -145,16 +145,6 @@ fn stored_terms_read_back_as_they_were_and_refuse_what_read_refuses() {
     assert!(serde_json::from_str::<Terms>(r#"{"pack_size":"1e3"}"#).is_err());
 }
 
-/// A decimal of the grammar: an integer part without leading zeros, an optional fraction.
-fn decimal_text() -> impl Strategy<Value = String> {
-    ("(0|[1-9][0-9]{0,11})", proptest::option::of("[0-9]{1,18}"))
-        .prop_map(|(int, frac)| match frac {
-            Some(frac) => format!("{int}.{frac}"),
-            None => int,
-        })
-        .prop_filter("at most 30 bytes", |t| t.len() <= 30)
-}
-
 proptest! {
     /// The value order agrees with exact rational arithmetic: scaled to 18 fraction digits,
     /// both are integers that `u128` holds.

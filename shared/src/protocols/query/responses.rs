@@ -5,7 +5,8 @@
 
 use crate::domain::ids::{ConnectorId, IdentityStrength, ObservationId, RunId, SourceAccount};
 use crate::domain::model::{DedupConfidence, Observation};
-use crate::domain::terms::Terms;
+use crate::domain::quote::{rank, Offered, Quote};
+use crate::domain::terms::{Decimal, Terms};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::projection::Visibility;
 use serde::Serialize;
@@ -71,12 +72,15 @@ pub struct Freshness {
     pub stale: bool,
 }
 
-/// One source's current offer: the observation and its freshness.
+/// One source's current offer: the observation and its freshness, and when the caller asked
+/// about a quantity, what ordering it from this offer means.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Offer {
     #[serde(flatten)]
     pub observation: ObservationBody,
     pub freshness: Freshness,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quote: Option<Quote>,
 }
 
 /// A source whose current offer is older than the caller's `max_age_seconds`.
@@ -120,6 +124,10 @@ impl RefreshAction {
 pub struct OffersResponse {
     pub item: String,
     pub as_of: Timestamp,
+    /// The quantity the caller asked about (`?quantity=`), as written; then the offers come
+    /// grouped by currency, the ranked ones first, cheapest per unit first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantity: Option<String>,
     pub offers: Vec<Offer>,
     /// Present only when some offer is older than the caller's `max_age_seconds`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -213,6 +221,45 @@ impl ObservationDetail {
             },
         }
     }
+}
+
+/// Quotes `quantity` on every offer at `now`, ranks them within each currency, and orders
+/// them: by currency, the ranked ones first by rank, then the rest as they were.
+pub(super) fn quote_offers(offers: &mut [Offer], quantity: &Decimal, now: Timestamp) {
+    for offer in offers.iter_mut() {
+        let o = &offer.observation;
+        let price = crate::domain::money::Price::parse(&o.price).ok();
+        offer.quote = price.map(|price| {
+            let offered = Offered {
+                stock: o.quantity,
+                price: &price,
+                currency: &o.currency,
+                terms: &o.terms,
+            };
+            Quote::of(quantity, &offered, now)
+        });
+    }
+    let mut ranked: Vec<(&mut Quote, &str, Option<&Decimal>)> = offers
+        .iter_mut()
+        .filter_map(|offer| {
+            let o = &offer.observation;
+            let basis = o.terms.price_basis.as_ref();
+            offer
+                .quote
+                .as_mut()
+                .map(|q| (q, o.currency.as_str(), basis))
+        })
+        .collect();
+    rank(&mut ranked);
+    offers.sort_by(|a, b| {
+        let key = |o: &Offer| {
+            (
+                o.observation.currency.clone(),
+                o.quote.as_ref().and_then(|q| q.rank).unwrap_or(u32::MAX),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
 }
 
 #[cfg(test)]
@@ -388,6 +435,7 @@ mod tests {
                     age_seconds: 3600,
                     stale: true,
                 },
+                quote: None,
             })
             .collect();
         let old_offers: Vec<Value> = claims()
@@ -404,6 +452,7 @@ mod tests {
         let mut body = OffersResponse {
             item: "AX-440-R2~each~new".into(),
             as_of: now,
+            quantity: None,
             offers,
             freshness_gaps: Vec::new(),
         };
