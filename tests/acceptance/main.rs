@@ -16,6 +16,7 @@ mod ingest;
 mod input_range;
 mod intake;
 mod isolation;
+mod item_queries;
 mod malformed_reads;
 mod mcp;
 mod mcp_client;

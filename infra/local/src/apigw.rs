@@ -414,6 +414,17 @@ mod tests {
         // An exact route wins over one with a variable in the same place.
         let (_, path, _) = find("GET", "/v1/quarantine").unwrap();
         assert_eq!(path, "/v1/quarantine");
+        // The item reads by query parameter: exact routes of the query function, beside the
+        // routes with a variable that share their first segments.
+        for exact in ["/v1/offers", "/v1/observations"] {
+            let (function, path, variables) = find("GET", exact).unwrap();
+            assert_eq!((function.as_str(), path.as_str()), ("QueryFunction", exact));
+            assert!(variables.is_empty(), "{exact}: {variables:?}");
+        }
+        let (_, path, variables) = find("GET", "/v1/observations/obs_1").unwrap();
+        assert_eq!(path, "/v1/observations/{observation_id}");
+        assert_eq!(variables["observation_id"], "obs_1");
+        assert!(find("GET", "/v1/offers/extra").is_none());
         // The wrong method or an unknown path matches nothing, as in API Gateway.
         assert!(find("DELETE", "/v1/items/AX-440-R2/offers").is_none());
         assert!(find("GET", "/v1/nothing").is_none());
@@ -436,6 +447,38 @@ mod tests {
             open,
             expected.map(|(k, f)| (k.to_owned(), f.to_owned())).to_vec()
         );
+    }
+
+    /// `?item=` reaches the query function as sent: `rawQueryString` keeps its escapes (the
+    /// function decodes it once), `queryStringParameters` holds API Gateway's decoded values.
+    #[test]
+    fn a_queried_item_keeps_its_escapes_in_the_raw_query_string() {
+        let routes = routes();
+        let matched = routes.find("GET", "/v1/offers").expect("route");
+        let headers = BTreeMap::new();
+        let raw_query = "item=LM358DR%2FNOPB%7Ereel%7Enew&quantity=2500";
+        let event = request_event(
+            &matched,
+            &IncomingRequest {
+                method: "GET",
+                raw_path: "/v1/offers",
+                raw_query,
+                headers: &headers,
+                body: b"",
+                source_ip: "127.0.0.1",
+            },
+            None,
+        )
+        .unwrap();
+        assert_eq!(event.raw_query_string.as_deref(), Some(raw_query));
+        assert_eq!(
+            event.query_string_parameters.first("item"),
+            Some("LM358DR/NOPB~reel~new")
+        );
+        assert_eq!(event.route_key.as_deref(), Some("GET /v1/offers"));
+        assert!(event.path_parameters.is_empty());
+        let query = feedsafe::protocols::http::parse_query(raw_query).unwrap();
+        assert_eq!(query["item"], "LM358DR/NOPB~reel~new");
     }
 
     #[test]

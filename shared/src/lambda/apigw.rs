@@ -8,7 +8,9 @@ use crate::domain::timestamp::Timestamp;
 use crate::intake::webhook::{WebhookRequest, WebhookService};
 use crate::lambda::isolation::isolated;
 use crate::ops::{handle_ops, OpsRequest, OpsService};
-use crate::protocols::http::{handle_read, percent_decode, HttpRequest, HttpResponse};
+use crate::protocols::http::{
+    given_once, handle_read, parse_query, percent_decode, HttpRequest, HttpResponse,
+};
 use crate::protocols::mcp::{handle_mcp, McpRequest, MCP_PATH};
 use crate::protocols::query::{Principal, QueryService};
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
@@ -89,7 +91,7 @@ async fn read_route(
         };
         return apigw_response(handle_mcp(service, mcp).await);
     }
-    let query = match single_valued(&request.query_string_parameters) {
+    let query = match query_of(&request) {
         Ok(query) => query,
         Err(refusal) => return apigw_response(refusal),
     };
@@ -103,26 +105,23 @@ async fn read_route(
     apigw_response(response)
 }
 
-/// The query parameters, each given once. API Gateway joins a repeated parameter's values with
-/// commas and the event's `QueryMap` splits them again: a parameter given twice (or holding a
-/// comma, which no read parameter does) is ambiguous, and refused rather than resolved to one.
-fn single_valued(
-    parameters: &aws_lambda_events::query_map::QueryMap,
-) -> Result<HashMap<String, String>, HttpResponse> {
-    let mut query = HashMap::new();
-    for (name, value) in parameters.iter() {
-        if query.insert(name.to_owned(), value.to_owned()).is_some() {
-            return Err(HttpResponse::error(
-                400,
-                "invalid_request",
-                &format!(
-                    "query parameter {:?} is given more than once (or holds a comma); give it once",
-                    name.chars().take(64).collect::<String>()
-                ),
-            ));
-        }
+/// The query parameters, each given once, from `rawQueryString` decoded exactly once
+/// (`parse_query`). Not from `queryStringParameters`: API Gateway hands those over already
+/// decoded, with a repeated parameter's values joined by commas, and the event's `QueryMap`
+/// splits every value at its commas again, so a value holding a comma (a part number may) could
+/// not be told from a repeated parameter; decoding them again would decode twice (`%2525`).
+/// API Gateway always sends `rawQueryString` (empty without a query); an event written without
+/// it falls back to `queryStringParameters`, where a comma reads as a repetition.
+fn query_of(request: &ApiGatewayV2httpRequest) -> Result<HashMap<String, String>, HttpResponse> {
+    match request.raw_query_string.as_deref() {
+        Some(raw) => parse_query(raw),
+        None => given_once(
+            request
+                .query_string_parameters
+                .iter()
+                .map(|(name, value)| (name.to_owned(), value.to_owned())),
+        ),
     }
-    Ok(query)
 }
 
 /// `METHOD path` of a request, to name it in the log of a panic.
@@ -355,6 +354,51 @@ mod tests {
         assert_eq!(demo.tenant.as_str(), "demo");
         // `_unknown` files the refusals of unreadable envelopes; no caller may read them.
         assert!(principal_from_apigw(&with_tenant_claim("_unknown")).is_none());
+    }
+
+    fn with_query(raw: Option<&str>, parameters: serde_json::Value) -> ApiGatewayV2httpRequest {
+        let mut event = serde_json::json!({
+            "version": "2.0",
+            "rawPath": "/v1/offers",
+            "queryStringParameters": parameters,
+            "requestContext": {"http": {"method": "GET", "path": "/v1/offers"}}
+        });
+        if let Some(raw) = raw {
+            event["rawQueryString"] = serde_json::json!(raw);
+        }
+        serde_json::from_value(event).expect("an API Gateway v2 request")
+    }
+
+    /// The query comes from `rawQueryString`, decoded once, not from API Gateway's decoded
+    /// (and comma-joined) `queryStringParameters`.
+    #[test]
+    fn the_query_is_the_raw_query_string_decoded_once() {
+        // As API Gateway sends `?item=LM358DR%2FNOPB%2C7%7Ereel%7Enew&quantity=2500`.
+        let request = with_query(
+            Some("item=LM358DR%2FNOPB%2C7%7Ereel%7Enew&quantity=2500"),
+            serde_json::json!({"item": "LM358DR/NOPB,7~reel~new", "quantity": "2500"}),
+        );
+        let query = super::query_of(&request).unwrap();
+        assert_eq!(query["item"], "LM358DR/NOPB,7~reel~new");
+        assert_eq!(query["quantity"], "2500");
+        // `%2525` is the text `%25`: decoded once, not again from the decoded parameters.
+        let request = with_query(Some("item=A%2525"), serde_json::json!({"item": "A%25"}));
+        assert_eq!(super::query_of(&request).unwrap()["item"], "A%25");
+        // A parameter given twice is refused.
+        let request = with_query(Some("limit=1&limit=2"), serde_json::json!({"limit": "1,2"}));
+        assert_eq!(super::query_of(&request).unwrap_err().status, 400);
+        // An event without `rawQueryString` (API Gateway always sends one): the parameters.
+        let request = with_query(None, serde_json::json!({"item": "AX-1", "limit": "5"}));
+        let query = super::query_of(&request).unwrap();
+        assert_eq!(
+            (query["item"].as_str(), query["limit"].as_str()),
+            ("AX-1", "5")
+        );
+        assert!(
+            super::query_of(&with_query(Some(""), serde_json::Value::Null))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[tokio::test]

@@ -123,7 +123,10 @@ fn query_error(e: QueryError) -> HttpResponse {
 }
 
 /// `GET /v1/items/{item}/offers`, `GET /v1/items/{item}/observations`,
-/// `GET /v1/observations/{id}`. Reads only.
+/// `GET /v1/observations/{id}`, and the item reads by query parameter, `GET /v1/offers?item=`
+/// and `GET /v1/observations?item=` (same answers: an item whose part number holds `/`, `%`,
+/// `?` or `#` cannot travel in a path segment through API Gateway, which decodes the path
+/// before routing). Reads only.
 pub async fn handle_read(
     service: &QueryService,
     request: HttpRequest,
@@ -138,48 +141,131 @@ pub async fn handle_read(
     if request.method != "GET" {
         return HttpResponse::error(405, "method_not_allowed", "read routes accept GET only");
     }
+    let query = &request.query;
     match segments(&request.path).as_slice() {
-        ["v1", "items", item, "offers"] => {
-            let max_age = match request
-                .query
-                .get("max_age_seconds")
-                .map(|v| v.parse::<i64>())
-            {
-                None => None,
-                Some(Ok(v)) if v >= 0 => Some(v),
-                Some(_) => {
-                    return HttpResponse::error(
-                        400,
-                        "invalid_request",
-                        "max_age_seconds must be a non-negative integer",
-                    )
-                }
-            };
-            let quantity = match request.query.get("quantity").map(|q| positive_quantity(q)) {
-                None => None,
-                Some(Ok(q)) => Some(q),
-                Some(Err(why)) => return HttpResponse::error(400, "invalid_request", &why),
-            };
-            answer(
-                service
-                    .offers_for(principal, item, max_age, quantity.as_ref(), now)
-                    .await,
-            )
-        }
+        ["v1", "items", item, "offers"] => read_offers(service, principal, item, query, now).await,
         ["v1", "items", item, "observations"] => {
-            let limit = match request.query.get("limit").map(|v| v.parse::<i32>()) {
-                None => 50,
-                Some(Ok(v)) if (1..=100).contains(&v) => v,
-                Some(_) => {
-                    return HttpResponse::error(400, "invalid_request", "limit must be 1-100")
-                }
-            };
-            let cursor = request.query.get("cursor").map(String::as_str);
-            answer(service.history(principal, item, cursor, limit).await)
+            read_history(service, principal, item, query).await
         }
+        ["v1", "offers"] => match queried_item(query) {
+            Ok(item) => read_offers(service, principal, item, query, now).await,
+            Err(refusal) => refusal,
+        },
+        ["v1", "observations"] => match queried_item(query) {
+            Ok(item) => read_history(service, principal, item, query).await,
+            Err(refusal) => refusal,
+        },
         ["v1", "observations", id] => answer(service.observation(principal, id).await),
         _ => HttpResponse::error(404, "not_found", "no such route"),
     }
+}
+
+/// The current offers of `item`, with the query's `max_age_seconds` and `quantity`.
+async fn read_offers(
+    service: &QueryService,
+    principal: &Principal,
+    item: &str,
+    query: &HashMap<String, String>,
+    now: Timestamp,
+) -> HttpResponse {
+    let (max_age, quantity) = match (max_age_of(query), quantity_of(query)) {
+        (Ok(max_age), Ok(quantity)) => (max_age, quantity),
+        (Err(refusal), _) | (_, Err(refusal)) => return refusal,
+    };
+    answer(
+        service
+            .offers_for(principal, item, max_age, quantity.as_ref(), now)
+            .await,
+    )
+}
+
+/// One page of `item`'s history, with the query's `limit` and `cursor`.
+async fn read_history(
+    service: &QueryService,
+    principal: &Principal,
+    item: &str,
+    query: &HashMap<String, String>,
+) -> HttpResponse {
+    let limit = match limit_of(query) {
+        Ok(limit) => limit,
+        Err(refusal) => return refusal,
+    };
+    let cursor = query.get("cursor").map(String::as_str);
+    answer(service.history(principal, item, cursor, limit).await)
+}
+
+/// `?item=` of the query forms: present and not empty (the service checks it is an item key).
+fn queried_item(query: &HashMap<String, String>) -> Result<&str, HttpResponse> {
+    query
+        .get("item")
+        .map(String::as_str)
+        .filter(|item| !item.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                "item is required (the canonical item key or a part number, \
+                 percent-encoded in the query string)",
+            )
+        })
+}
+
+/// `?max_age_seconds=`: a non-negative integer, or absent.
+fn max_age_of(query: &HashMap<String, String>) -> Result<Option<i64>, HttpResponse> {
+    match query.get("max_age_seconds").map(|v| v.parse::<i64>()) {
+        None => Ok(None),
+        Some(Ok(v)) if v >= 0 => Ok(Some(v)),
+        Some(_) => Err(invalid("max_age_seconds must be a non-negative integer")),
+    }
+}
+
+/// `?quantity=`: a quantity to quote (`positive_quantity`), or absent.
+fn quantity_of(query: &HashMap<String, String>) -> Result<Option<Decimal>, HttpResponse> {
+    query
+        .get("quantity")
+        .map(|q| positive_quantity(q))
+        .transpose()
+        .map_err(|why| invalid(&why))
+}
+
+/// `?limit=`: 1-100, 50 when absent.
+fn limit_of(query: &HashMap<String, String>) -> Result<i32, HttpResponse> {
+    match query.get("limit").map(|v| v.parse::<i32>()) {
+        None => Ok(50),
+        Some(Ok(v)) if (1..=100).contains(&v) => Ok(v),
+        Some(_) => Err(invalid("limit must be 1-100")),
+    }
+}
+
+fn invalid(message: &str) -> HttpResponse {
+    HttpResponse::error(400, "invalid_request", message)
+}
+
+/// The parameters of a raw (still percent-encoded) query string such as API Gateway's
+/// `rawQueryString`: `&`-separated `name=value` pairs, names and values decoded exactly once
+/// as form data (`+` is a space, `%2B` a plus, `%2F` a slash, `%25` a percent; UTF-8 escapes
+/// become their character). A comma is an ordinary character; a name given twice is refused.
+pub fn parse_query(raw: &str) -> Result<HashMap<String, String>, HttpResponse> {
+    given_once(raw.split('&').filter(|pair| !pair.is_empty()).map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (percent_decode(name, true), percent_decode(value, true))
+    }))
+}
+
+/// Decoded query parameters, each given once: a parameter given twice is ambiguous, and
+/// refused rather than resolved to one of its values.
+pub fn given_once(
+    parameters: impl IntoIterator<Item = (String, String)>,
+) -> Result<HashMap<String, String>, HttpResponse> {
+    let mut query = HashMap::new();
+    for (name, value) in parameters {
+        if query.contains_key(&name) {
+            let shown: String = name.chars().take(64).collect();
+            return Err(invalid(&format!(
+                "query parameter {shown:?} is given more than once; give it once"
+            )));
+        }
+        query.insert(name, value);
+    }
+    Ok(query)
 }
 
 /// A `?quantity=` to quote: a decimal above zero, as the price grammar writes it.
@@ -203,7 +289,97 @@ fn answer(result: Result<impl Serialize, QueryError>) -> HttpResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::percent_decode;
+    use super::{parse_query, percent_decode, queried_item};
+    use std::collections::HashMap;
+
+    fn item_of(raw: &str) -> String {
+        let query = parse_query(raw).unwrap_or_else(|e| panic!("{raw:?}: {}", e.body));
+        query
+            .get("item")
+            .cloned()
+            .unwrap_or_else(|| panic!("{raw:?}: no item"))
+    }
+
+    /// Part numbers in `?item=`: every escape decoded once, as form data.
+    #[test]
+    fn a_queried_item_is_decoded_exactly_once() {
+        for (raw, item) in [
+            ("item=LM358DR~reel~new", "LM358DR~reel~new"),
+            ("item=LM358DR%7Ereel%7Enew", "LM358DR~reel~new"),
+            ("item=LM358DR%7ereel%7enew", "LM358DR~reel~new"),
+            ("item=LM358DR%2FNOPB~reel~new", "LM358DR/NOPB~reel~new"),
+            ("item=LM358DR/NOPB", "LM358DR/NOPB"),
+            // `+` is a space, an escaped plus a plus.
+            ("item=AX+440", "AX 440"),
+            ("item=AX%2B440", "AX+440"),
+            ("item=AX%20440", "AX 440"),
+            // A percent once: `%2525` is `%25`, never `%`.
+            ("item=100%25", "100%"),
+            ("item=100%2525", "100%25"),
+            ("item=50%25%7E1", "50%~1"),
+            // Characters that would end or split the query or the URL, escaped.
+            ("item=a%26b%3Dc", "a&b=c"),
+            ("item=x%3Fy%23z", "x?y#z"),
+            ("item=a,b", "a,b"),
+            ("item=a%2Cb", "a,b"),
+            // Multi-byte UTF-8: 2, 3 and 4 bytes.
+            ("item=caf%C3%A9", "café"),
+            ("item=R%E2%80%93100%CE%A9", "R–100Ω"),
+            ("item=bolt%F0%9F%94%A9", "bolt🔩"),
+            // An invalid escape stays literal; bytes that are not UTF-8 become U+FFFD.
+            ("item=100%", "100%"),
+            ("item=%zz", "%zz"),
+            ("item=%FF", "\u{FFFD}"),
+            // Only the first `=` separates the name.
+            ("item=a=b", "a=b"),
+            ("item", ""),
+            ("item=", ""),
+        ] {
+            assert_eq!(item_of(raw), item, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn query_strings_split_at_ampersands_and_refuse_a_repeated_name() {
+        let query = parse_query("&item=AX%2F1&&quantity=2500&max_age_seconds=60&").unwrap();
+        let expected: HashMap<String, String> = [
+            ("item", "AX/1"),
+            ("quantity", "2500"),
+            ("max_age_seconds", "60"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(query, expected);
+        assert!(parse_query("").unwrap().is_empty());
+        // Names decode too: `%69tem` is `item`, so it is given twice.
+        for raw in ["item=a&item=b", "item=a&%69tem=b", "limit=1&limit=1"] {
+            let refusal = parse_query(raw).expect_err(raw);
+            assert_eq!(refusal.status, 400, "{raw}");
+            assert!(refusal.body.contains("more than once"), "{}", refusal.body);
+        }
+    }
+
+    #[test]
+    fn the_query_forms_need_a_non_empty_item() {
+        for raw in ["", "item=", "item", "quantity=1", "Item=AX-1"] {
+            let query = parse_query(raw).unwrap();
+            let refusal = queried_item(&query).expect_err(raw);
+            assert_eq!(refusal.status, 400);
+            assert!(
+                refusal.body.contains("\"invalid_request\"")
+                    && refusal.body.contains("item is required"),
+                "{}",
+                refusal.body
+            );
+        }
+        let query = parse_query("item=+").unwrap();
+        assert_eq!(
+            queried_item(&query).ok(),
+            Some(" "),
+            "the service refuses it"
+        );
+    }
 
     #[test]
     fn escapes_decode_and_a_plus_is_a_space_only_where_asked() {

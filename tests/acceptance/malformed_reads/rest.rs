@@ -190,10 +190,17 @@ fn route_cases() -> Vec<Case> {
         "/v1/items/AX-440-R2",
         "/v1/items/AX-440-R2/offers/extra",
         "/v1/items/AX/440/offers",
-        "/v1/observations",
         "/v1/observations/a/b",
     ] {
         cases.push(Case::get(format!("path {path}"), path, NOT_FOUND));
+    }
+    // The query forms without their item.
+    for path in ["/v1/observations", "/v1/offers"] {
+        cases.push(Case::get(
+            format!("the query form {path} without an item"),
+            path,
+            INVALID,
+        ));
     }
     for path in [
         "/v1/items/AX-440-R2/offers",
