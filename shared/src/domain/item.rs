@@ -26,7 +26,67 @@ pub struct ItemError {
     pub value: Option<String>,
 }
 
-fn component(field: &'static str, raw: &str, upper: bool) -> Result<String, ItemError> {
+/// Longest part number or revision, in characters (after NFC).
+pub const MAX_PART_CHARS: usize = 128;
+/// Most characters of a refused value a message quotes.
+const SHOWN_CHARS: usize = 200;
+
+fn refused(field: &'static str, reason: &'static str, text: &str) -> ItemError {
+    ItemError {
+        field,
+        reason,
+        value: Some(text.chars().take(SHOWN_CHARS).collect()),
+    }
+}
+
+/// A part number or revision as the item holds it: trimmed, any printable Unicode (inner
+/// spaces, `/`, `~`, `%` included), normalized to NFC, ASCII letters upper-cased (other
+/// letters as written: upper-casing `µ` would make it a Greek capital), at most 128
+/// characters. Control, invisible and bidirectional-format characters, other spaces than
+/// U+0020 and U+FFFD (a decoding failure's mark) are refused: two part numbers that look the
+/// same must be the same.
+fn part_component(field: &'static str, raw: &str) -> Result<String, ItemError> {
+    let text = raw.trim();
+    if text.is_empty() {
+        return Err(ItemError {
+            field,
+            reason: "empty",
+            value: None,
+        });
+    }
+    if let Some(c) = text.chars().find(|c| !printable(*c)) {
+        let reason = match c {
+            '\u{FFFD}' => "holds U+FFFD, the mark of text that could not be decoded",
+            _ => "holds a control, invisible or non-U+0020 space character",
+        };
+        return Err(refused(field, reason, text));
+    }
+    // NFC first, so that every spelling of a letter is one before ASCII letters are
+    // upper-cased (NFD `e` + U+0301 would otherwise become `É` and NFC `é` stay `é`); NFC
+    // again, as an upper-case letter may compose where its lower-case one did not.
+    let nfc = icu_normalizer::ComposingNormalizerBorrowed::new_nfc();
+    let normalized = nfc
+        .normalize(&nfc.normalize(text).to_ascii_uppercase())
+        .into_owned();
+    if normalized.chars().count() > MAX_PART_CHARS {
+        return Err(refused(field, "longer than 128 characters", text));
+    }
+    Ok(normalized)
+}
+
+/// Whether `c` may stand in a part number: a visible character or U+0020.
+fn printable(c: char) -> bool {
+    let invisible = matches!(c,
+        '\u{AD}' | '\u{34F}' | '\u{61C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+        | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}'
+        | '\u{FFA0}' | '\u{FFF0}'..='\u{FFFD}' | '\u{E0000}'..='\u{E0FFF}');
+    c == ' ' || !(c.is_control() || c.is_whitespace() || invisible)
+}
+
+/// A packaging unit or condition: our vocabulary, not the supplier's part number; letters,
+/// digits and `- _ . + #`, lower-cased, at most 96 characters.
+fn word_component(field: &'static str, raw: &str) -> Result<String, ItemError> {
     let text = raw.trim();
     if text.is_empty() {
         return Err(ItemError {
@@ -36,28 +96,54 @@ fn component(field: &'static str, raw: &str, upper: bool) -> Result<String, Item
         });
     }
     if text.len() > 96 {
-        return Err(ItemError {
-            field,
-            reason: "longer than 96 characters",
-            value: None,
-        });
+        return Err(refused(field, "longer than 96 characters", text));
     }
-    // '~' separates components in the item key; '/' would break the URL path.
+    // '~' separates components in the item key.
     if !text
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+' | '#'))
     {
-        return Err(ItemError {
+        return Err(refused(
             field,
-            reason: "only letters, digits and - _ . + # are allowed",
-            value: Some(text.chars().take(64).collect()),
-        });
+            "only letters, digits and - _ . + # are allowed",
+            text,
+        ));
     }
-    Ok(if upper {
-        text.to_ascii_uppercase()
-    } else {
-        text.to_ascii_lowercase()
-    })
+    Ok(text.to_ascii_lowercase())
+}
+
+/// A part number or revision as the key writes it: `%` as `%25` and `~` (the key's separator)
+/// as `%7E`. A part number without either is written as it is, so every key stored before
+/// part numbers could hold them reads the same.
+fn escaped(component: &str) -> std::borrow::Cow<'_, str> {
+    match component.contains(['%', '~']) {
+        false => std::borrow::Cow::Borrowed(component),
+        true => std::borrow::Cow::Owned(component.replace('%', "%25").replace('~', "%7E")),
+    }
+}
+
+/// The inverse of [`escaped`]; any other `%` is refused (one item, one key).
+fn unescaped(field: &'static str, written: &str) -> Result<String, ItemError> {
+    let mut text = String::with_capacity(written.len());
+    let mut rest = written;
+    while let Some(at) = rest.find('%') {
+        text.push_str(&rest[..at]);
+        let escape = rest.get(at..at + 3).unwrap_or("");
+        match escape {
+            "%25" => text.push('%'),
+            "%7E" | "%7e" => text.push('~'),
+            _ => {
+                return Err(refused(
+                    field,
+                    "in a key, % is written %25 and ~ is written %7E",
+                    written,
+                ))
+            }
+        }
+        rest = &rest[at + 3..];
+    }
+    text.push_str(rest);
+    Ok(text)
 }
 
 impl CanonicalItem {
@@ -68,47 +154,49 @@ impl CanonicalItem {
         condition: Option<&str>,
     ) -> Result<Self, ItemError> {
         Ok(Self {
-            part_number: component("part number", part_number, true)?,
+            part_number: part_component("part number", part_number)?,
             revision: revision
-                .map(|r| component("revision", r, true))
+                .map(|r| part_component("revision", r))
                 .transpose()?,
-            packaging_unit: component(
+            packaging_unit: word_component(
                 "packaging unit",
                 packaging_unit.unwrap_or(DEFAULT_PACKAGING_UNIT),
-                false,
             )?,
-            condition: component("condition", condition.unwrap_or(DEFAULT_CONDITION), false)?,
+            condition: word_component("condition", condition.unwrap_or(DEFAULT_CONDITION))?,
         })
     }
 
     /// The item key used in storage and URLs: `PART[~rREV]~unit~condition`,
-    /// e.g. `AX-440-R2~each~new`.
+    /// e.g. `AX-440-R2~each~new`; `%` and `~` in the part number and revision are written
+    /// `%25` and `%7E` (`LM358DR/NOPB~reel~new`, `A%7EB~each~new` for part `A~B`).
     pub fn key(&self) -> String {
+        let part = escaped(&self.part_number);
         match &self.revision {
             Some(rev) => format!(
-                "{}~r{}~{}~{}",
-                self.part_number, rev, self.packaging_unit, self.condition
+                "{part}~r{}~{}~{}",
+                escaped(rev),
+                self.packaging_unit,
+                self.condition
             ),
-            None => format!(
-                "{}~{}~{}",
-                self.part_number, self.packaging_unit, self.condition
-            ),
+            None => format!("{part}~{}~{}", self.packaging_unit, self.condition),
         }
     }
 
     /// Parses a key; a bare part number means the default unit (`each`) and condition (`new`).
     pub fn parse_key(key: &str) -> Result<Self, ItemError> {
         let parts: Vec<&str> = key.split('~').collect();
+        let part = |p: &str| unescaped("part number", p);
         match parts.as_slice() {
-            [part] => Self::new(part, None, None, None),
-            [part, unit, condition] => Self::new(part, None, Some(unit), Some(condition)),
-            [part, rev, unit, condition] => {
+            [p] => Self::new(&part(p)?, None, None, None),
+            [p, unit, condition] => Self::new(&part(p)?, None, Some(unit), Some(condition)),
+            [p, rev, unit, condition] => {
                 let rev = rev.strip_prefix('r').ok_or(ItemError {
                     field: "revision",
                     reason: "must start with r",
                     value: None,
                 })?;
-                Self::new(part, Some(rev), Some(unit), Some(condition))
+                let rev = unescaped("revision", rev)?;
+                Self::new(&part(p)?, Some(&rev), Some(unit), Some(condition))
             }
             _ => Err(ItemError {
                 field: "key",
@@ -131,7 +219,7 @@ mod tests {
 
     #[test]
     fn a_refused_part_number_is_quoted_escaped_and_clipped_in_the_message() {
-        let sku = "<script>alert(\"x\")</script>\n".to_owned() + &"A".repeat(40);
+        let sku = "<script>alert(\"x\")</script>\n".to_owned() + &"A".repeat(400);
         let message = CanonicalItem::new(&sku, None, None, None)
             .unwrap_err()
             .to_string();
@@ -139,10 +227,10 @@ mod tests {
             message.starts_with(r#"invalid item part number "<script>alert(\"x\")</script>\n"#),
             "{message}"
         );
-        assert!(message.ends_with(": only letters, digits and - _ . + # are allowed"));
+        assert!(message.ends_with(": holds a control, invisible or non-U+0020 space character"));
         assert!(
-            !message.contains(&"A".repeat(40)),
-            "clipped to 64 characters: {message}"
+            !message.contains(&"A".repeat(200)),
+            "clipped to 200 characters: {message}"
         );
         assert_eq!(
             CanonicalItem::new("", None, None, None)
@@ -150,6 +238,69 @@ mod tests {
                 .to_string(),
             "invalid item part number: empty"
         );
+    }
+
+    #[test]
+    fn real_part_numbers_are_items_and_their_keys_read_back() {
+        for (sent, part, key) in [
+            ("LM358DR/NOPB", "LM358DR/NOPB", "LM358DR/NOPB~each~new"),
+            (
+                " rc0603fr-07 10kl ",
+                "RC0603FR-07 10KL",
+                "RC0603FR-07 10KL~each~new",
+            ),
+            ("10µF-x7r", "10µF-X7R", "10µF-X7R~each~new"),
+            ("A~B 5%", "A~B 5%", "A%7EB 5%25~each~new"),
+            ("Ω-Ä", "Ω-Ä", "Ω-Ä~each~new"),
+        ] {
+            let item = CanonicalItem::new(sent, None, None, None).unwrap();
+            assert_eq!(item.part_number, part, "{sent:?}");
+            assert_eq!(item.key(), key, "{sent:?}");
+            assert_eq!(CanonicalItem::parse_key(key).unwrap(), item, "{key:?}");
+        }
+        let revised = CanonicalItem::new("X/1", Some("b~2"), Some("reel"), None).unwrap();
+        assert_eq!(revised.key(), "X/1~rB%7E2~reel~new");
+        assert_eq!(CanonicalItem::parse_key(&revised.key()).unwrap(), revised);
+    }
+
+    #[test]
+    fn nfc_and_nfd_spellings_are_one_item() {
+        let composed = CanonicalItem::new("\u{C4}BC-\u{E9}", None, None, None).unwrap();
+        let decomposed = CanonicalItem::new("A\u{308}bc-e\u{301}", None, None, None).unwrap();
+        assert_eq!(composed, decomposed);
+        assert_eq!(composed.key(), "\u{C4}BC-\u{E9}~each~new");
+    }
+
+    #[test]
+    fn a_part_number_of_129_characters_is_refused_with_its_literal() {
+        let longest = "7".repeat(127) + "ü";
+        assert!(CanonicalItem::new(&longest, None, None, None).is_ok());
+        let too_long = "7".repeat(128) + "ü";
+        let message = CanonicalItem::new(&too_long, None, None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains(&format!("{too_long:?}")), "{message}");
+        assert!(message.ends_with("longer than 128 characters"), "{message}");
+    }
+
+    #[test]
+    fn invisible_and_control_characters_are_refused() {
+        for sent in [
+            "LM358\u{200B}DR",
+            "LM358\tDR",
+            "LM358\u{A0}DR",
+            "LM\u{202E}358",
+            "LM\u{FFFD}",
+        ] {
+            assert!(
+                CanonicalItem::new(sent, None, None, None).is_err(),
+                "{sent:?}"
+            );
+        }
+        for key in ["LM%2F358~each~new", "50%~each~new", "A%7~each~new"] {
+            let refused = CanonicalItem::parse_key(key).unwrap_err().to_string();
+            assert!(refused.contains("%25"), "{key}: {refused}");
+        }
     }
 
     #[test]
@@ -164,9 +315,22 @@ mod tests {
     }
 
     #[test]
-    fn rejects_separators_in_components() {
-        assert!(CanonicalItem::new("AX~440", None, None, None).is_err());
-        assert!(CanonicalItem::new("AX/440", None, None, None).is_err());
+    fn units_and_conditions_keep_their_narrow_alphabet() {
+        assert!(CanonicalItem::new("AX-440", None, Some("re~el"), None).is_err());
+        assert!(CanonicalItem::new("AX-440", None, None, Some("new/used")).is_err());
         assert!(CanonicalItem::new("  ", None, None, None).is_err());
+    }
+
+    proptest::proptest! {
+        /// Whatever a supplier sends as a part number is an item or a refusal, never a panic;
+        /// an item's key reads back as the same item, and reading it again changes nothing.
+        #[test]
+        fn any_part_number_is_an_item_whose_key_reads_back_or_a_refusal(sent in "\\PC{0,140}|[ -~]{0,20}") {
+            if let Ok(item) = CanonicalItem::new(&sent, None, None, None) {
+                proptest::prop_assert_eq!(CanonicalItem::parse_key(&item.key()).unwrap(), item.clone());
+                let again = CanonicalItem::new(&item.part_number, None, None, None).unwrap();
+                proptest::prop_assert_eq!(again, item);
+            }
+        }
     }
 }

@@ -149,7 +149,7 @@ fn tool_argument_cases() -> Vec<(&'static str, Value, &'static str)> {
         ),
         (
             "get_current_offers",
-            json!({"item": "AX 440"}),
+            json!({"item": "AX\u{200B}440"}),
             "invalid arguments",
         ),
         (
