@@ -40,6 +40,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/v1/items/{item}/offers", Access::Reader),
     ("GET", "/v1/items/{item}/observations", Access::Reader),
     ("GET", "/v1/offers", Access::Reader),
+    ("GET", "/v1/items", Access::Reader),
     ("GET", "/v1/observations", Access::Reader),
     ("GET", "/v1/observations/{observation_id}", Access::Reader),
     ("POST", "/v1/mcp", Access::Reader),

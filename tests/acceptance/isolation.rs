@@ -115,6 +115,13 @@ impl ProjectionStore for PanicsFor {
     async fn items_of_source(&self, source: &SourceRef) -> Result<Vec<String>, StoreError> {
         self.inner.items_of_source(source).await
     }
+    async fn items_of_part(
+        &self,
+        tenant: &feedsafe::domain::ids::TenantId,
+        part: &feedsafe::domain::item::CanonicalItem,
+    ) -> Result<Vec<String>, feedsafe::protocols::ports::StoreError> {
+        self.inner.items_of_part(tenant, part).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -24,6 +24,7 @@ mod model_test;
 mod onboarding;
 mod openapi_bodies;
 mod ops;
+mod part_numbers;
 mod projection;
 mod projection_lag;
 mod projection_races;

@@ -14,6 +14,14 @@ use serde_json::{json, Value};
 
 const PROTOCOL: &str = "2025-06-18";
 
+/// The tools `tools/list` names, in its order.
+pub(crate) const TOOL_NAMES: [&str; 4] = [
+    "get_current_offers",
+    "find_items",
+    "get_offer_history",
+    "get_observation",
+];
+
 fn rpc(principal: Option<Principal>, method: &str, params: Value) -> McpRequest {
     let mut message = json!({"jsonrpc": "2.0", "id": 7, "method": method});
     if !params.is_null() {
@@ -95,14 +103,21 @@ fn claims(body: &Value, list: &str) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is() {
+async fn the_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is() {
     let env = projected_scenario().await;
     let service = env.query();
     let reader = env.reader();
+    initialized_with_every_tool(&service, &reader).await;
+    let acme = current_offers_are_the_rest_body(&service, &reader).await;
+    history_and_observation_are_the_rest_bodies(&service, &reader, &acme).await;
+    wrong_arguments_are_tool_errors(&service, &reader).await;
+}
 
+/// `initialize`, and `tools/list` naming every tool, each read-only and saying what the data is.
+async fn initialized_with_every_tool(service: &QueryService, reader: &Principal) {
     let init = call(
-        &service,
-        &reader,
+        service,
+        reader,
         "initialize",
         json!({"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "acceptance", "version": "1"}}),
     )
@@ -117,13 +132,10 @@ async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is
         "{init}"
     );
 
-    let listed = call(&service, &reader, "tools/list", json!({})).await;
+    let listed = call(service, reader, "tools/list", json!({})).await;
     let tools = listed["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(
-        names,
-        ["get_current_offers", "get_offer_history", "get_observation"]
-    );
+    assert_eq!(names, TOOL_NAMES);
     for t in tools {
         let description = t["description"].as_str().unwrap();
         assert!(
@@ -133,23 +145,27 @@ async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is
         assert_eq!(t["annotations"]["readOnlyHint"], true, "{t}");
         assert_eq!(t["inputSchema"]["type"], "object", "{t}");
     }
+}
 
+/// `get_current_offers`: the REST body as structured content, and a summary to quote; the
+/// acme-eu offer.
+async fn current_offers_are_the_rest_body(service: &QueryService, reader: &Principal) -> Value {
     // Current offers: the REST body, as structured content, and a summary to quote.
     let now = Timestamp::now();
     let offers = tool(
-        &service,
-        &reader,
+        service,
+        reader,
         "get_current_offers",
         json!({"item": "AX-440-R2", "max_age_seconds": 1}),
     )
     .await;
     assert_ne!(offers["isError"], true, "{offers}");
     let rest = handle_read(
-        &service,
+        service,
         get(
             "/v1/items/AX-440-R2/offers",
             &[("max_age_seconds", "1")],
-            &reader,
+            reader,
         ),
         now,
     )
@@ -192,17 +208,26 @@ async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is
         "{text}"
     );
 
+    acme
+}
+
+/// `get_offer_history` and `get_observation`: the REST bodies.
+async fn history_and_observation_are_the_rest_bodies(
+    service: &QueryService,
+    reader: &Principal,
+    acme: &Value,
+) {
     // History: newest first, superseded marked, the REST body.
     let history = tool(
-        &service,
-        &reader,
+        service,
+        reader,
         "get_offer_history",
         json!({"item": "AX-440-R2"}),
     )
     .await;
     let rest = handle_read(
-        &service,
-        get("/v1/items/AX-440-R2/observations", &[], &reader),
+        service,
+        get("/v1/items/AX-440-R2/observations", &[], reader),
         Timestamp::now(),
     )
     .await;
@@ -217,15 +242,15 @@ async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is
     // One observation, with its provenance.
     let id = acme["observation_id"].as_str().unwrap();
     let observation = tool(
-        &service,
-        &reader,
+        service,
+        reader,
         "get_observation",
         json!({"observation_id": id}),
     )
     .await;
     let rest = handle_read(
-        &service,
-        get(&format!("/v1/observations/{id}"), &[], &reader),
+        service,
+        get(&format!("/v1/observations/{id}"), &[], reader),
         Timestamp::now(),
     )
     .await;
@@ -233,7 +258,10 @@ async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is
         observation["structuredContent"],
         serde_json::from_str::<Value>(&rest.body).unwrap()
     );
+}
 
+/// Arguments an agent got wrong: a tool error it can read, not a protocol error.
+async fn wrong_arguments_are_tool_errors(service: &QueryService, reader: &Principal) {
     // Arguments an agent got wrong: a tool error it can read, not a protocol error.
     for (name, args, says) in [
         ("get_current_offers", json!({}), "item is required"),
@@ -253,7 +281,7 @@ async fn three_tools_answer_with_the_read_routes_bodies_and_say_what_the_data_is
             "not found",
         ),
     ] {
-        let result = tool(&service, &reader, name, args).await;
+        let result = tool(service, reader, name, args).await;
         assert_eq!(result["isError"], true, "{name}: {result}");
         let text = result["content"][0]["text"].as_str().unwrap();
         assert!(text.contains(says), "{name}: {text}");

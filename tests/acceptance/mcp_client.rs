@@ -98,42 +98,8 @@ fn arguments(value: Value) -> JsonObject {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_rmcp_client_lists_three_tools_and_reads_offers_with_provenance() {
-    let env = projected_scenario().await;
-    let before = Stored::of(&env).await;
-    let http = ThroughTheEntryPoint {
-        service: Arc::new(env.query()),
-        claims: json!({"tenant": TENANT, "scope": "offers:read"}),
-    };
-    let transport = StreamableHttpClientTransport::with_client(
-        http,
-        StreamableHttpClientTransportConfig::with_uri("https://api.example.com/v1/mcp"),
-    );
-    let client = ().serve(transport).await.expect("initialized");
-    let server = client.peer_info().expect("the server's initialize result");
-    assert_eq!(
-        server.server_info.as_ref().map(|i| i.name.as_str()),
-        Some("feedsafe-offers")
-    );
-
-    let tools = client.list_all_tools().await.expect("tools/list");
-    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(
-        names,
-        ["get_current_offers", "get_offer_history", "get_observation"]
-    );
-
-    let offers = client
-        .call_tool(
-            CallToolRequestParams::new("get_current_offers")
-                .with_arguments(arguments(json!({"item": "AX-440-R2"}))),
-        )
-        .await
-        .expect("tools/call");
-    assert_ne!(offers.is_error, Some(true));
-    let structured = offers.structured_content.expect("structured content");
-    let acme = offer_of(&structured, "acme-eu");
+/// The acme-eu offer of the scenario, with every provenance field.
+fn assert_provenance(acme: &Value) {
     assert_eq!(
         (
             acme["quantity"].as_u64(),
@@ -157,6 +123,42 @@ async fn the_rmcp_client_lists_three_tools_and_reads_offers_with_provenance() {
     ] {
         assert!(!acme[field].is_null(), "{field} in {acme}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rmcp_client_lists_the_tools_and_reads_offers_with_provenance() {
+    let env = projected_scenario().await;
+    let before = Stored::of(&env).await;
+    let http = ThroughTheEntryPoint {
+        service: Arc::new(env.query()),
+        claims: json!({"tenant": TENANT, "scope": "offers:read"}),
+    };
+    let transport = StreamableHttpClientTransport::with_client(
+        http,
+        StreamableHttpClientTransportConfig::with_uri("https://api.example.com/v1/mcp"),
+    );
+    let client = ().serve(transport).await.expect("initialized");
+    let server = client.peer_info().expect("the server's initialize result");
+    assert_eq!(
+        server.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("feedsafe-offers")
+    );
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, crate::mcp::TOOL_NAMES);
+
+    let offers = client
+        .call_tool(
+            CallToolRequestParams::new("get_current_offers")
+                .with_arguments(arguments(json!({"item": "AX-440-R2"}))),
+        )
+        .await
+        .expect("tools/call");
+    assert_ne!(offers.is_error, Some(true));
+    let structured = offers.structured_content.expect("structured content");
+    let acme = offer_of(&structured, "acme-eu");
+    assert_provenance(&acme);
 
     let history = client
         .call_tool(

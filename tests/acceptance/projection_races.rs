@@ -76,6 +76,13 @@ impl ProjectionStore for BeatenOnce {
     async fn items_of_source(&self, source: &SourceRef) -> Result<Vec<String>, StoreError> {
         self.inner.items_of_source(source).await
     }
+    async fn items_of_part(
+        &self,
+        tenant: &feedsafe::domain::ids::TenantId,
+        part: &feedsafe::domain::item::CanonicalItem,
+    ) -> Result<Vec<String>, feedsafe::protocols::ports::StoreError> {
+        self.inner.items_of_part(tenant, part).await
+    }
 }
 
 /// Three observations of one item from one source, observed at 08:00, 09:00 and 10:00, the

@@ -200,6 +200,13 @@ impl feedsafe::protocols::projection::ProjectionStore for RecordingProjection {
     ) -> Result<Vec<String>, feedsafe::protocols::ports::StoreError> {
         self.inner.items_of_source(source).await
     }
+    async fn items_of_part(
+        &self,
+        tenant: &feedsafe::domain::ids::TenantId,
+        part: &feedsafe::domain::item::CanonicalItem,
+    ) -> Result<Vec<String>, feedsafe::protocols::ports::StoreError> {
+        self.inner.items_of_part(tenant, part).await
+    }
 }
 
 impl TestEnv {

@@ -1,17 +1,19 @@
 //! The projection table: one row per (tenant, item, connector, source account).
 //!
-//! | pk | sk | source_key (GSI `by_source`) |
-//! |---|---|---|
-//! | `ITEM#{tenant}#{item}` | `SRC#{connector}#{source_account}` | `SRC#{tenant}#{connector}#{source_account}#{shard}`, sk `item` |
+//! | pk | sk | source_key (GSI `by_source`) | part_key (GSI `by_part`) |
+//! |---|---|---|---|
+//! | `ITEM#{tenant}#{item}` | `SRC#{connector}#{source_account}` | `SRC#{tenant}#{connector}#{source_account}#{shard}`, sk `item` | `PART#{tenant}#{part number}`, sk `item` |
 //!
 //! The index is written once per row write, so one source's rows are spread over
 //! [`SOURCE_SHARDS`] index partitions (by a hash of the item) and its only reader,
 //! `items_of_source`, queries them all: a supplier sending a third of a 5,000-deliveries-a-second
 //! peak would otherwise write ~94,000 units a second into one index partition (docs/scale.md).
-//! The index projects keys only: its reader needs the item, nothing else.
+//! The index projects keys only: its reader needs the item, nothing else. `by_part` finds every
+//! item (packaging, condition, revision) of a part number, also keys only.
 
 use super::dynamo::{batch_get, conditional, decode, encode, key, s, unavailable, Item};
 use crate::domain::ids::TenantId;
+use crate::domain::item::CanonicalItem;
 use crate::domain::model::SourceRef;
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::StoreError;
@@ -22,6 +24,8 @@ use futures_util::StreamExt;
 use std::collections::HashMap;
 
 pub const BY_SOURCE: &str = "by_source";
+/// The index of rows by part number (`part_key`), whatever their packaging and condition.
+pub const BY_PART: &str = "by_part";
 
 /// Partition key of an item's rows: every source's current offer for the item shares it.
 pub fn row_pk(tenant: &str, item: &str) -> String {
@@ -40,6 +44,12 @@ pub const SOURCE_SHARDS: u32 = 64;
 /// source's [`SOURCE_SHARDS`] shards, chosen by a stable hash of the item.
 pub fn source_key(source: &SourceRef, item: &str) -> String {
     source_shard_key(source, source_shard(item))
+}
+
+/// Partition key, in the `by_part` index, of every row of every item with `item`'s part
+/// number (each packaging, condition and revision): `PART#{tenant}#{part number as keyed}`.
+pub fn part_key(tenant: &str, item: &CanonicalItem) -> String {
+    format!("PART#{tenant}#{}", item.keyed_part_number())
 }
 
 /// The shard of the `by_source` index an item's rows are written under.
@@ -65,6 +75,17 @@ pub struct DynamoProjectionStore {
 impl DynamoProjectionStore {
     /// The items under one `by_source` shard, every page.
     async fn items_of_shard(&self, shard_key: String) -> Result<Vec<String>, StoreError> {
+        self.items_under(BY_SOURCE, "source_key", shard_key).await
+    }
+
+    /// The `item` of every row under `key` of the keys-only index `index`, every page (an
+    /// item once per row: once per source).
+    async fn items_under(
+        &self,
+        index: &str,
+        key_name: &str,
+        key: String,
+    ) -> Result<Vec<String>, StoreError> {
         let mut items = Vec::new();
         let mut start = None;
         loop {
@@ -72,13 +93,14 @@ impl DynamoProjectionStore {
                 .client
                 .query()
                 .table_name(&self.table)
-                .index_name(BY_SOURCE)
-                .key_condition_expression("source_key = :source")
-                .expression_attribute_values(":source", s(shard_key.clone()))
+                .index_name(index)
+                .key_condition_expression("#key = :key")
+                .expression_attribute_names("#key", key_name)
+                .expression_attribute_values(":key", s(key.clone()))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(unavailable("query projection by source"))?;
+                .map_err(unavailable("query projection index"))?;
             items.extend(
                 out.items
                     .unwrap_or_default()
@@ -114,6 +136,10 @@ pub fn row_item(offer: &ProjectedOffer, projected_at: Timestamp) -> Result<Item,
     item.insert("entity".into(), s("projection"));
     item.insert("item".into(), s(&o.item));
     item.insert("source_key".into(), s(source_key(&source, &o.item)));
+    item.insert(
+        "part_key".into(),
+        s(part_key(o.tenant.as_str(), &o.canonical_item)),
+    );
     item.insert("projected_at".into(), s(projected_at.to_rfc3339()));
     Ok(item)
 }
@@ -227,6 +253,18 @@ impl ProjectionStore for DynamoProjectionStore {
             .into_iter()
             .map(decode)
             .collect()
+    }
+
+    async fn items_of_part(
+        &self,
+        tenant: &TenantId,
+        part: &CanonicalItem,
+    ) -> Result<Vec<String>, StoreError> {
+        let key = part_key(tenant.as_str(), part);
+        let mut items = self.items_under(BY_PART, "part_key", key).await?;
+        items.sort();
+        items.dedup();
+        Ok(items)
     }
 
     async fn items_of_source(&self, source: &SourceRef) -> Result<Vec<String>, StoreError> {

@@ -182,6 +182,11 @@ impl CanonicalItem {
         }
     }
 
+    /// The part number as the key writes it (`%` and `~` escaped).
+    pub fn keyed_part_number(&self) -> String {
+        escaped(&self.part_number).into_owned()
+    }
+
     /// Parses a key; a bare part number means the default unit (`each`) and condition (`new`).
     pub fn parse_key(key: &str) -> Result<Self, ItemError> {
         let parts: Vec<&str> = key.split('~').collect();

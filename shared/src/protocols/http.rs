@@ -122,7 +122,7 @@ fn query_error(e: QueryError) -> HttpResponse {
     }
 }
 
-/// `GET /v1/items/{item}/offers`, `GET /v1/items/{item}/observations`,
+/// `GET /v1/items?mpn=`, `GET /v1/items/{item}/offers`, `GET /v1/items/{item}/observations`,
 /// `GET /v1/observations/{id}`, and the item reads by query parameter, `GET /v1/offers?item=`
 /// and `GET /v1/observations?item=` (same answers: an item whose part number holds `/`, `%`,
 /// `?` or `#` cannot travel in a path segment through API Gateway, which decodes the path
@@ -156,6 +156,10 @@ pub async fn handle_read(
             Err(refusal) => refusal,
         },
         ["v1", "observations", id] => answer(service.observation(principal, id).await),
+        ["v1", "items"] => match found_part(query) {
+            Ok(mpn) => answer(service.items(principal, mpn, now).await),
+            Err(refusal) => refusal,
+        },
         _ => HttpResponse::error(404, "not_found", "no such route"),
     }
 }
@@ -233,6 +237,21 @@ fn limit_of(query: &HashMap<String, String>) -> Result<i32, HttpResponse> {
         Some(Ok(v)) if (1..=100).contains(&v) => Ok(v),
         Some(_) => Err(invalid("limit must be 1-100")),
     }
+}
+
+/// The `mpn` of `GET /v1/items`; a `manufacturer` is refused, not ignored: items do not
+/// record one yet.
+fn found_part(query: &HashMap<String, String>) -> Result<&str, HttpResponse> {
+    if query.contains_key("manufacturer") {
+        return Err(invalid(
+            "manufacturer is not recorded on items yet; find items by mpn alone",
+        ));
+    }
+    query
+        .get("mpn")
+        .map(String::as_str)
+        .filter(|mpn| !mpn.trim().is_empty())
+        .ok_or_else(|| invalid("mpn is required (a manufacturer part number, percent-encoded)"))
 }
 
 fn invalid(message: &str) -> HttpResponse {

@@ -15,8 +15,8 @@ use crate::domain::terms::{Decimal, Terms};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::http::{positive_quantity, HttpResponse};
 use crate::protocols::query::{
-    HistoryResponse, ObservationBody, ObservationDetail, OffersResponse, Principal, QueryError,
-    QueryService, READ_SCOPE,
+    HistoryResponse, ItemsResponse, ObservationBody, ObservationDetail, OffersResponse, Principal,
+    QueryError, QueryService, READ_SCOPE,
 };
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -248,6 +248,27 @@ fn schema(value: Value) -> Arc<JsonObject> {
     }
 }
 
+/// `find_items`: the canonical items of a part number (`GET /v1/items?mpn=`).
+fn find_items_tool() -> Tool {
+    use serde_json::json;
+    Tool::new(
+        "find_items",
+        format!(
+            "The canonical items of a manufacturer part number (every packaging, condition \
+             and revision, e.g. LM358DR/NOPB as reel and as cut-tape), each with its number \
+             of current offers; pass an item to get_current_offers. {CAVEAT}"
+        ),
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "mpn": {"type": "string", "description": "The manufacturer part number as written, e.g. LM358DR/NOPB"}
+            },
+            "required": ["mpn"],
+            "additionalProperties": false
+        })),
+    )
+}
+
 fn tools() -> Vec<Tool> {
     use serde_json::json;
     let read_only = ToolAnnotations::new()
@@ -279,6 +300,7 @@ fn tools() -> Vec<Tool> {
             })),
         )
         .annotate(read_only.clone()),
+        find_items_tool().annotate(read_only.clone()),
         Tool::new(
             "get_offer_history",
             format!(
@@ -371,6 +393,9 @@ enum ToolCall<'a> {
     Observation {
         observation_id: &'a str,
     },
+    Items {
+        mpn: &'a str,
+    },
 }
 
 impl<'a> ToolCall<'a> {
@@ -399,6 +424,9 @@ impl<'a> ToolCall<'a> {
             }
             "get_observation" => Self::Observation {
                 observation_id: args.string("observation_id").map_err(invalid)?,
+            },
+            "find_items" => Self::Items {
+                mpn: args.string("mpn").map_err(invalid)?,
             },
             other => return Err(CallError::UnknownTool(other.to_owned())),
         })
@@ -516,6 +544,7 @@ fn terms_text(t: &Terms, currency: &str) -> String {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum ToolAnswer {
+    Items(ItemsResponse),
     Offers(OffersResponse),
     History(HistoryResponse),
     Observation(Box<ObservationDetail>),
@@ -542,6 +571,7 @@ impl ToolAnswer {
     /// The text an agent can quote for the structured result.
     fn summary(&self) -> String {
         let mut lines = match self {
+            Self::Items(body) => items_summary(body),
             Self::Offers(body) => offers_summary(body),
             Self::History(body) => history_summary(body),
             Self::Observation(body) => vec![format!("- {}", text_of(&body.entry.observation))],
@@ -549,6 +579,32 @@ impl ToolAnswer {
         lines.push("Supplier-reported and unverified; this read refreshed nothing.".into());
         lines.join("\n")
     }
+}
+
+fn items_summary(body: &ItemsResponse) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{} item(s) of part number {}{}.",
+        body.items.len(),
+        body.mpn,
+        if body.truncated {
+            " (the first 100)"
+        } else {
+            ""
+        }
+    )];
+    for i in &body.items {
+        lines.push(format!(
+            "- {}: packaging {}, condition {}{}, {} current offer(s)",
+            i.item,
+            i.packaging,
+            i.condition,
+            i.revision
+                .as_ref()
+                .map_or(String::new(), |r| format!(", revision {r}")),
+            i.current_offers
+        ));
+    }
+    lines
 }
 
 fn offers_summary(body: &OffersResponse) -> Vec<String> {
@@ -630,6 +686,10 @@ impl OfferTools {
                 .observation(principal, observation_id)
                 .await
                 .map(|detail| ToolAnswer::Observation(Box::new(detail))),
+            ToolCall::Items { mpn } => query
+                .items(principal, mpn, now)
+                .await
+                .map(ToolAnswer::Items),
         };
         answer.map_err(CallError::Query)
     }
@@ -690,7 +750,7 @@ impl ServerHandler for OfferTools {
             }
             Err(CallError::UnknownTool(name)) => {
                 return Err(ErrorData::invalid_params(
-                    format!("unknown tool {name:?}; the tools are get_current_offers, get_offer_history and get_observation"),
+                    format!("unknown tool {name:?}; the tools are find_items, get_current_offers, get_offer_history and get_observation"),
                     None,
                 ))
             }

@@ -14,9 +14,13 @@ use std::sync::Arc;
 
 mod responses;
 pub use responses::{
-    Attribution, Freshness, FreshnessGap, HistoryEntry, HistoryResponse, ObservationBody,
-    ObservationDetail, Offer, OffersResponse, Provenance, RefreshAction,
+    Attribution, Freshness, FreshnessGap, HistoryEntry, HistoryResponse, ItemsResponse, ListedItem,
+    ObservationBody, ObservationDetail, Offer, OffersResponse, Provenance, RefreshAction,
 };
+
+/// Most items one `GET /v1/items?mpn=` lists (a part number has a handful of packaging and
+/// condition variants; more is a sign of something else).
+pub const MAX_LISTED_ITEMS: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
@@ -133,6 +137,45 @@ impl QueryService {
             quantity: quantity.map(|q| q.as_str().to_owned()),
             offers,
             freshness_gaps: gaps,
+        })
+    }
+
+    /// The tenant's items of part number `mpn` (every packaging, condition and revision), each
+    /// with its number of current offers as the offers read counts them.
+    pub async fn items(
+        &self,
+        principal: &Principal,
+        mpn: &str,
+        now: Timestamp,
+    ) -> Result<ItemsResponse, QueryError> {
+        let part = CanonicalItem::new(mpn, None, None, None)
+            .map_err(|e| QueryError::InvalidRequest(format!("mpn {}: {e}", quoted(mpn))))?;
+        let mut keys = self
+            .projection
+            .items_of_part(&principal.tenant, &part)
+            .await?;
+        let truncated = keys.len() > MAX_LISTED_ITEMS;
+        keys.truncate(MAX_LISTED_ITEMS);
+        let mut items = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Ok(item) = CanonicalItem::parse_key(&key) else {
+                continue;
+            };
+            let current_offers = self.offers(principal, &key, None, now).await?.offers.len();
+            items.push(ListedItem {
+                item: key,
+                part_number: item.part_number,
+                revision: item.revision,
+                packaging: item.packaging_unit,
+                condition: item.condition,
+                current_offers,
+            });
+        }
+        Ok(ItemsResponse {
+            mpn: part.part_number,
+            as_of: now,
+            items,
+            truncated,
         })
     }
 

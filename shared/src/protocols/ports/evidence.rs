@@ -5,6 +5,7 @@ use super::reattribution::Reattribution;
 use super::StoreError;
 use crate::domain::connector::ConnectorConfig;
 use crate::domain::ids::{ConnectorId, ObservationId, TenantId};
+use crate::domain::item::CanonicalItem;
 use crate::domain::model::{
     CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
     SourceQuarantine, SourceRef,
@@ -170,6 +171,13 @@ pub trait ProjectionStore: Send + Sync {
     ) -> Result<Vec<ProjectedOffer>, StoreError>;
     /// Items a source has a row for (quarantined or not).
     async fn items_of_source(&self, source: &SourceRef) -> Result<Vec<String>, StoreError>;
+    /// The tenant's items with a row whose part number is `part`'s (every packaging,
+    /// condition and revision), each once, sorted.
+    async fn items_of_part(
+        &self,
+        tenant: &TenantId,
+        part: &CanonicalItem,
+    ) -> Result<Vec<String>, StoreError>;
 }
 
 /// Writes the projector makes to the evidence table: run bookkeeping and its own work records.

@@ -134,6 +134,29 @@ pub struct OffersResponse {
     pub freshness_gaps: Vec<FreshnessGap>,
 }
 
+/// `GET /v1/items?mpn=`: the canonical items of a part number.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemsResponse {
+    /// The part number as items hold it (trimmed, NFC, ASCII letters upper-cased).
+    pub mpn: String,
+    pub as_of: Timestamp,
+    /// Sorted by key.
+    pub items: Vec<ListedItem>,
+    /// More items than the 100 listed.
+    pub truncated: bool,
+}
+
+/// One canonical item of a part number, and how many sources offer it now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ListedItem {
+    pub item: String,
+    pub part_number: String,
+    pub revision: Option<String>,
+    pub packaging: String,
+    pub condition: String,
+    pub current_offers: usize,
+}
+
 /// Which identity correction attributed a claim to this item, and when.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Attribution {
