@@ -475,6 +475,18 @@
     return g;
   }
 
+  // A claim's commercial terms in a few words (docs/item-schema.md): "" when it states none.
+  function termsText(c) {
+    const parts = [];
+    if (c.price_breaks) parts.push("breaks " + c.price_breaks.map((b) => b.min_quantity + "+ " + b.unit_price).join(", "));
+    const add = (label, v) => { if (v !== undefined && v !== null) parts.push(label + " " + v); };
+    add("per", c.price_basis); add("MOQ", c.minimum_order_quantity); add("multiple", c.order_multiple);
+    add("lead", c.lead_time_days !== undefined ? c.lead_time_days + " d" : c.lead_time);
+    add("packaging", c.packaging); add("pack of", c.pack_size); add("from", c.valid_from); add("until", c.valid_until);
+    add("incoterms", c.incoterms); add("tax included:", c.tax_included === undefined ? undefined : (c.tax_included ? "yes" : "no"));
+    return parts.join("; ");
+  }
+
   async function timeline(item) {
     const form = lookupForm("item-key", "Item", "part number, or PART~unit~condition", (v) => "#/items/" + segment(v));
     if (!item) return page("Item timeline", form);
@@ -496,7 +508,7 @@
       ? [chart("Quantity", points, (p) => p.quantity, times), chart("Price", points, (p) => p.price, times)]
       : [el("p", { text: "No claims about this item." })];
     const rows = claims.map((c) => [c.observed_at, c.retrieved_at, age(c.retrieval_lag_seconds), c.quantity, c.price + " " + c.currency,
-      CLASS_LABEL[claimClass(c)] + (c.future_dated ? " (future-dated)" : ""), c.connector + "/" + c.source_account, el("code", { text: c.source_record }),
+      termsText(c) || "—", CLASS_LABEL[claimClass(c)] + (c.future_dated ? " (future-dated)" : ""), c.connector + "/" + c.source_account, el("code", { text: c.source_record }),
       link("#/deliveries/" + keyPath(c.delivery_key), c.delivery_key), el("code", { text: c.observation_id })]);
     const quarantined = (d.quarantined || []).map((q) => [link("#/quarantine/" + segment(q.quarantine_id), q.quarantine_id), q.status, q.reason_code,
       q.readable ? q.observed_at : "—", q.readable ? q.quantity : "—", q.readable ? q.price + " " + q.currency : q.reason, q.delivery_key]);
@@ -504,7 +516,7 @@
       el("p", { text: claims.length + " claim(s)" + (d.truncated ? " (the newest " + claims.length + " shown)" : "") + ", as of " + d.as_of }),
       legend, ...charts,
       el("h3", { text: "Claims (newest first)" }),
-      table(["Observed", "Retrieved", "Lag", "Quantity", "Price", "Status", "Source", "Source record", "Delivery", "Observation"], rows,
+      table(["Observed", "Retrieved", "Lag", "Quantity", "Price", "Terms", "Status", "Source", "Source record", "Delivery", "Observation"], rows,
         (i) => (claims[i].current ? "current" : undefined)),
       el("h3", { text: "Quarantined payloads under these deliveries" }),
       quarantined.length ? table(["Entry", "Status", "Reason", "Observed", "Quantity", "Price", "Delivery key"], quarantined) : el("p", { text: "None." }));
