@@ -79,6 +79,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("POST", "/v1/connectors/{id}/runs", Access::Ops),
     ("GET", "/v1/connectors", Access::Ops),
     ("GET", "/v1/items/{item}/timeline", Access::Ops),
+    ("GET", "/v1/timeline", Access::Ops),
     ("GET", "/console", Access::Console),
     ("GET", "/console/{asset}", Access::Console),
 ];

@@ -74,6 +74,18 @@ async fn a_part_number_with_a_slash_is_three_items_found_together() {
         assert_eq!(offer["item"], item);
     }
     found_together(&base).await;
+    // The operator's timeline of one of them, by query as the console asks for it.
+    let url = format!(
+        "{base}/v1/timeline?item={}",
+        query_value("LM358DR/NOPB~reel~new")
+    );
+    let (status, timeline) = call("GET", url, Some(OPERATOR), Value::Null).await;
+    assert_eq!(status, 200, "{timeline}");
+    assert_eq!(
+        timeline["claims"].as_array().map(Vec::len),
+        Some(1),
+        "{timeline}"
+    );
 }
 
 /// `GET /v1/items?mpn=` and the MCP `find_items` tool list the three items, each with its one
@@ -106,13 +118,7 @@ async fn found_together(base: &str) {
         ]
     );
     // The agent's spelling: lower case, as a customer typed it.
-    let result = mcp_tool(
-        base,
-        READER,
-        "find_items",
-        json!({ "mpn": "lm358dr/nopb" }),
-    )
-    .await;
+    let result = mcp_tool(base, READER, "find_items", json!({ "mpn": "lm358dr/nopb" })).await;
     assert_eq!(
         result["structuredContent"]["items"], found["items"],
         "{result}"

@@ -167,16 +167,13 @@ async fn ops_route(
     service: &OpsService,
     request: ApiGatewayV2httpRequest,
 ) -> ApiGatewayV2httpResponse {
-    let response = match request_body(&request) {
-        Some(body) => {
+    let response = match (request_body(&request), query_of(&request)) {
+        (_, Err(refusal)) => refusal,
+        (Some(body), Ok(query)) => {
             let ops = OpsRequest {
                 method: request.request_context.http.method.to_string(),
                 path: percent_decode(request.raw_path.as_deref().unwrap_or_default(), false),
-                query: request
-                    .query_string_parameters
-                    .iter()
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .collect(),
+                query,
                 principal: principal_from_apigw(&request),
                 if_match: request
                     .headers
@@ -187,7 +184,7 @@ async fn ops_route(
             };
             handle_ops(service, ops).await
         }
-        None => HttpResponse::error(400, "invalid_request", "the body is not valid base64"),
+        (None, _) => HttpResponse::error(400, "invalid_request", "the body is not valid base64"),
     };
     apigw_response(response)
 }

@@ -26,6 +26,7 @@
 //! | `POST /v1/connectors/{id}/runs` | names the run from page 1, then starts the pull asynchronously (202) |
 //! | `GET /v1/connectors` | the tenant's connectors: freshness, open quarantines, source quarantine |
 //! | `GET /v1/items/{item}/timeline` | every claim about an item, current ones marked, with retrieval lag |
+//! | `GET /v1/timeline?item=` | the same, the item in the query (a part number holding `/` or `%`) |
 //! | `GET /console`, `GET /console/{asset}` | the operator console (static; no token: its data calls need one) |
 //!
 //! Operator records are append-only: each resolution step, each correction and each source

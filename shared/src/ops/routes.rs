@@ -138,6 +138,16 @@ async fn get_route(
         ["v1", "connectors"] => service.connectors(principal).await,
         ["v1", "connectors", id] => service.connector_definition(principal, id).await,
         ["v1", "items", item, "timeline"] => service.timeline(principal, item).await,
+        // The same by query: an item whose part number holds `/`, `%`, `?` or `#` has no
+        // path form through API Gateway, which decodes a path before routing it.
+        ["v1", "timeline"] => match query("item").filter(|item| !item.is_empty()) {
+            Some(item) => service.timeline(principal, item).await,
+            None => Err(OpsError::Invalid(
+                "item is required (the canonical item key or a part number, percent-encoded \
+                 in the query string)"
+                    .into(),
+            )),
+        },
         ["v1", "observations", id, "artifact"] => service.observation_artifact(principal, id).await,
         _ => return None,
     })
@@ -180,6 +190,7 @@ fn wrong_method(parts: &[&str]) -> Routed {
         | ["v1", "observations", _, "artifact"]
         | ["v1", "connectors"]
         | ["v1", "items", _, "timeline"]
+        | ["v1", "timeline"]
         | ["v1", "identity-corrections", _]
         | ["v1", "source-quarantines", _] => Routed::MethodNotAllowed("GET"),
         ["v1", "quarantine", _, "resolve"]

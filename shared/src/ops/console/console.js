@@ -490,7 +490,9 @@
   async function timeline(item) {
     const form = lookupForm("item-key", "Item", "part number, or PART~unit~condition", (v) => "#/items/" + segment(v));
     if (!item) return page("Item timeline", form);
-    const r = await api("GET", "/v1/items/" + segment(item) + "/timeline");
+    // By query: a part number may hold "/" or "%", which no path segment carries through
+    // API Gateway.
+    const r = await api("GET", "/v1/timeline?item=" + encodeURIComponent(item));
     if (!r.ok) return page("Timeline of " + item, form, problem(r));
     const d = r.data;
     const claims = d.claims || [];
