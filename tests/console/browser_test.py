@@ -150,8 +150,9 @@ def free_port():
 
 
 def send_xss_webhook(api):
-    """A signed webhook of the sample connector acme-events whose SKU is markup: it is refused
-    (`invalid_row`) and quarantined, its message quoting the SKU."""
+    """A signed webhook of the sample connector acme-events whose SKU is markup ending in a
+    zero-width space: markup alone is a printable part number, the invisible character gets it
+    refused (`invalid_row`) and quarantined, its message quoting the SKU."""
     secrets = json.load(open(os.path.join(ROOT, "infra", "local", "secrets.json")))
     secret = secrets["acme-events"][0]  # local sample secret
     key = base64.b64decode(secret[len("whsec_"):])
@@ -159,7 +160,7 @@ def send_xss_webhook(api):
     body = json.dumps({
         "specversion": "1.0", "type": "com.acme.offers", "source": "urn:acme:events", "id": event_id,
         "time": "2026-11-29T10:00:00Z", "datacontenttype": "application/json",
-        "data": {"offers": [{"sku": XSS_SKU, "quantity": 3, "unit": "each", "price": "1.00",
+        "data": {"offers": [{"sku": XSS_SKU + "\u200b", "quantity": 3, "unit": "each", "price": "1.00",
                              "currency": "EUR", "observed_at": "2026-11-29T10:00:00Z"}]},
     }, separators=(",", ":")).encode()
     stamp = str(int(time.time()))
