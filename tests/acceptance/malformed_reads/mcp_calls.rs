@@ -135,7 +135,16 @@ fn assert_tool_error(what: &str, (status, body): &(u16, Value), says: &str) {
     );
 }
 
-fn tool_argument_cases() -> Vec<(&'static str, Value, &'static str)> {
+/// A tool's name, arguments an agent got wrong, and what the error it reads says.
+type ArgumentCase = (&'static str, Value, &'static str);
+
+fn tool_argument_cases() -> Vec<ArgumentCase> {
+    let mut cases = offers_argument_cases();
+    cases.extend(other_argument_cases());
+    cases
+}
+
+fn offers_argument_cases() -> Vec<ArgumentCase> {
     let long = "A".repeat(100_000);
     vec![
         ("get_current_offers", json!({}), "item is required"),
@@ -181,6 +190,28 @@ fn tool_argument_cases() -> Vec<(&'static str, Value, &'static str)> {
             "get_current_offers",
             json!({"item": "AX-440-R2", "max_age_seconds": 1e30}),
             "max_age_seconds must be",
+        ),
+        (
+            "get_current_offers",
+            json!({"item": "AX-440-R2", "quantity": "-5"}),
+            "quantity",
+        ),
+        (
+            "get_current_offers",
+            json!({"item": "AX-440-R2", "quantity": [2500]}),
+            "quantity must be",
+        ),
+    ]
+}
+
+fn other_argument_cases() -> Vec<ArgumentCase> {
+    let long = "A".repeat(100_000);
+    vec![
+        ("find_items", json!({}), "mpn is required"),
+        (
+            "find_items",
+            json!({"mpn": "AX\u{200B}440"}),
+            "invalid arguments",
         ),
         ("get_offer_history", json!({}), "item is required"),
         (

@@ -358,7 +358,32 @@ type WireCase = (
 
 /// Raw escapes, repeated parameters, tokens.
 fn wire_cases() -> Vec<WireCase> {
+    let mut cases = escape_cases();
+    cases.extend(parameter_and_token_cases());
+    cases
+}
+
+/// Escapes in the path and in the query forms' item.
+fn escape_cases() -> Vec<WireCase> {
     vec![
+        (
+            "not UTF-8 in a queried item",
+            "/v1/offers?item=%FF",
+            Some(READER_TOKEN),
+            INVALID,
+        ),
+        (
+            "an item queried twice",
+            "/v1/observations?item=BX-1&item=BX-2",
+            Some(READER_TOKEN),
+            INVALID,
+        ),
+        (
+            "an empty part number to find",
+            "/v1/items?mpn=",
+            Some(READER_TOKEN),
+            INVALID,
+        ),
         (
             "not UTF-8 in an item",
             "/v1/items/%FF/offers",
@@ -395,6 +420,12 @@ fn wire_cases() -> Vec<WireCase> {
             Some(READER_TOKEN),
             INVALID,
         ),
+    ]
+}
+
+/// Repeated or malformed parameters, and tokens.
+fn parameter_and_token_cases() -> Vec<WireCase> {
+    vec![
         (
             "a limit given twice",
             "/v1/items/BX-1/observations?limit=1&limit=2",
