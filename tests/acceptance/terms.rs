@@ -301,16 +301,5 @@ async fn offers_for_a_quantity_rank_the_orderable_ones_within_each_currency() {
         text.contains("not orderable: below the minimum order quantity 5000"),
         "{text}"
     );
-    let (status, refused) = call(
-        "GET",
-        format!("{url}?quantity=-5"),
-        Some(READER),
-        Value::Null,
-    )
-    .await;
-    assert_eq!(
-        (status, &refused["error"]["code"]),
-        (400, &json!("invalid_request")),
-        "{refused}"
-    );
+    assert_invalid_request(format!("{url}?quantity=-5"), READER).await;
 }

@@ -304,3 +304,26 @@ pub async fn mcp_tool(
     .await
     .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
+
+/// Every byte outside the unreserved set percent-encoded, as a careful client encodes a path
+/// segment or a query value.
+pub fn percent_encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// A `GET` of `url` with `token` is refused as `400 invalid_request`.
+pub async fn assert_invalid_request(url: String, token: &str) {
+    let (status, refused) = call("GET", url, Some(token), serde_json::Value::Null).await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (400, &serde_json::json!("invalid_request")),
+        "{refused}"
+    );
+}

@@ -267,14 +267,7 @@ async fn an_unknown_item_is_an_empty_answer_and_an_unknown_observation_is_not_fo
 
 /// Every byte outside the unreserved set percent-encoded, as a careful client sends it.
 fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    percent_encoded(text)
 }
 
 /// The URL a client builds for `case`: each path segment and query value encoded.
