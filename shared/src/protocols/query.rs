@@ -115,7 +115,7 @@ impl QueryService {
                     age_seconds: age,
                     stale,
                 },
-                quote: None,
+                quote: quantity.map(|q| responses::quote_of(&o, q, now)),
             });
             if let (true, Some(max_age)) = (stale, max_age_seconds) {
                 gaps.push(FreshnessGap {
@@ -128,8 +128,8 @@ impl QueryService {
                 });
             }
         }
-        if let Some(quantity) = quantity {
-            responses::quote_offers(&mut offers, quantity, now);
+        if quantity.is_some() {
+            responses::rank_offers(&mut offers);
         }
         Ok(OffersResponse {
             item,
@@ -158,9 +158,11 @@ impl QueryService {
         keys.truncate(MAX_LISTED_ITEMS);
         let mut items = Vec::with_capacity(keys.len());
         for key in keys {
-            let Ok(item) = CanonicalItem::parse_key(&key) else {
-                continue;
-            };
+            // The index holds keys ingest wrote from valid items: one that does not parse is
+            // a defect to report, not an item to leave out quietly.
+            let item = CanonicalItem::parse_key(&key).map_err(|e| {
+                StoreError::Invariant(format!("the by_part index holds item key {key:?}: {e}"))
+            })?;
             let current_offers = self.offers(principal, &key, None, now).await?.offers.len();
             items.push(ListedItem {
                 item: key,

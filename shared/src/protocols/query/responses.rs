@@ -246,22 +246,20 @@ impl ObservationDetail {
     }
 }
 
-/// Quotes `quantity` on every offer at `now`, ranks them within each currency, and orders
-/// them: by currency, the ranked ones first by rank, then the rest as they were.
-pub(super) fn quote_offers(offers: &mut [Offer], quantity: &Decimal, now: Timestamp) {
-    for offer in offers.iter_mut() {
-        let o = &offer.observation;
-        let price = crate::domain::money::Price::parse(&o.price).ok();
-        offer.quote = price.map(|price| {
-            let offered = Offered {
-                stock: o.quantity,
-                price: &price,
-                currency: &o.currency,
-                terms: &o.terms,
-            };
-            Quote::of(quantity, &offered, now)
-        });
-    }
+/// The quote of `quantity` from the stored observation `o` at `now`.
+pub(super) fn quote_of(o: &Observation, quantity: &Decimal, now: Timestamp) -> Quote {
+    let offered = Offered {
+        stock: o.quantity,
+        price: &o.price,
+        currency: &o.currency,
+        terms: &o.terms,
+    };
+    Quote::of(quantity, &offered, now)
+}
+
+/// Ranks the quoted offers within each currency and orders them: by currency, the ranked ones
+/// first by rank, then the rest as they were.
+pub(super) fn rank_offers(offers: &mut [Offer]) {
     let mut ranked: Vec<(&mut Quote, &str, Option<&Decimal>)> = offers
         .iter_mut()
         .filter_map(|offer| {
