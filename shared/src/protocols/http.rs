@@ -308,6 +308,34 @@ fn answer(result: Result<impl Serialize, QueryError>) -> HttpResponse {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_quantity_to_quote_is_a_decimal_above_zero_as_written() {
+        let longest = format!("{}.{}", "9".repeat(11), "9".repeat(18));
+        for accepted in ["1", "2500", "2.5", "0.000000000000000001", longest.as_str()] {
+            let quantity = super::positive_quantity(accepted).unwrap();
+            assert_eq!(quantity.as_str(), accepted);
+        }
+        let too_long = format!("{longest}9");
+        let refused = [
+            "",
+            "0",
+            "0.0",
+            "-1",
+            "+1",
+            "1e3",
+            "1,5",
+            " 1",
+            "01",
+            "1.",
+            "٣",
+            too_long.as_str(),
+        ];
+        for text in refused {
+            let why = super::positive_quantity(text).unwrap_err();
+            assert!(why.contains("must be a decimal above 0"), "{text:?}: {why}");
+        }
+    }
+
     use super::{parse_query, percent_decode, queried_item};
     use std::collections::HashMap;
 

@@ -173,3 +173,44 @@ proptest! {
         }
     }
 }
+
+/// A valid_until at the calendar's edges, with offsets: read, or refused with a message.
+fn edge_time() -> impl Strategy<Value = String> {
+    let offset = (-1439i32..=1439).prop_map(|m| {
+        let sign = if m < 0 { '-' } else { '+' };
+        format!("{sign}{:02}:{:02}", m.abs() / 60, m.abs() % 60)
+    });
+    prop_oneof![
+        (0u32..=23, offset.clone()).prop_map(|(h, o)| format!("0000-01-01T{h:02}:00:00{o}")),
+        (0u32..=23, offset).prop_map(|(h, o)| format!("9999-12-31T{h:02}:59:59{o}")),
+        Just("2026-12-31T23:59:59.999999999Z".to_owned()),
+    ]
+}
+
+proptest! {
+    /// Terms from every range a supplier controls: whatever is read is stored (the item
+    /// `serde_dynamo` writes for DynamoDB) and read back as the same terms, never a panic.
+    #[test]
+    fn terms_read_are_stored_and_read_back_unchanged(
+        quantity in decimal_text(),
+        price in decimal_text(),
+        days in 0u64..=4000,
+        words in "\\PC{0,110}",
+        until in edge_time(),
+        tax in proptest::bool::ANY,
+    ) {
+        let row = serde_json::json!({
+            "price_breaks": [{"min_quantity": quantity, "unit_price": price}],
+            "minimum_order_quantity": quantity, "pack_size": quantity, "price_basis": quantity,
+            "lead_time_days": days, "lead_time": words, "packaging": words,
+            "valid_until": until, "incoterms": "DDP", "tax_included": tax,
+        });
+        let row = serde_json::to_vec(&row).unwrap();
+        if let Ok(terms) = Terms::read(&parse_node(&row).unwrap()) {
+            prop_assert_eq!(terms.price_breaks[0].min_quantity.as_str(), quantity.as_str());
+            let item: serde_dynamo::Item = serde_dynamo::to_item(&terms).unwrap();
+            let back: Terms = serde_dynamo::from_item(item).unwrap();
+            prop_assert_eq!(back, terms);
+        }
+    }
+}
