@@ -12,6 +12,7 @@ use feedsafe::domain::fingerprint::CanonicalizationRule;
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::money::Price;
 use feedsafe::domain::normalize::{normalize, MAX_QUANTITY};
+use feedsafe::domain::quantity::Quantity;
 use feedsafe::domain::timestamp::{Timestamp, TimestampError};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -195,7 +196,7 @@ fn round_trips(t: Timestamp) -> Result<(), TestCaseError> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Stored {
     observed_at: Timestamp,
-    quantity: u64,
+    quantity: Quantity,
     price: Price,
     currency: String,
     item: CanonicalItem,
@@ -205,7 +206,7 @@ impl Stored {
     fn at(observed_at: Timestamp) -> Self {
         Self {
             observed_at,
-            quantity: 0,
+            quantity: 0.into(),
             price: Price::parse("0").unwrap(),
             currency: "EUR".into(),
             item: CanonicalItem::new("A", None, None, None).unwrap(),
@@ -244,6 +245,8 @@ fn quantity() -> impl Strategy<Value = String> {
             "-1".to_owned(),
             "-0".to_owned(),
             "1.5".to_owned(),
+            "6.0".to_owned(),
+            "6.000000000000000000000000001".to_owned(),
             "1e3".to_owned(),
             "\"5\"".to_owned(),
         ]),
@@ -295,15 +298,20 @@ proptest! {
         };
         prop_assert_eq!(rows.len(), 1);
         let row = &rows[0];
-        prop_assert!(row.quantity <= MAX_QUANTITY);
-        prop_assert_eq!(row.quantity.to_string(), quantity);
+        // The built-in formats count whole units: `6.0` is the whole 6.
+        prop_assert!(row.quantity.whole().is_some_and(|q| q <= MAX_QUANTITY));
+        let whole = quantity.split_once('.').map_or(quantity.as_str(), |(w, f)| {
+            assert!(f.bytes().all(|b| b == b'0'), "{quantity} was accepted");
+            w
+        });
+        prop_assert_eq!(row.quantity.to_string(), whole);
         prop_assert_eq!(row.price.as_str(), price.as_str());
         prop_assert!(row.price.as_str().len() <= 30);
         prop_assert!(row.item.part_number.len() <= 96);
         prop_assert_eq!(&row.item.part_number, &sku.trim().to_ascii_uppercase());
         let stored = Stored {
             observed_at: row.observed_at,
-            quantity: row.quantity,
+            quantity: row.quantity.clone(),
             price: row.price.clone(),
             currency: row.currency.clone(),
             item: row.item.clone(),
@@ -317,4 +325,38 @@ proptest! {
         prop_assert_eq!(again.as_ref(), Ok(&row.item.part_number), "a stored part number is accepted again");
         round_trips(row.observed_at)?;
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// A fractional quantity a unit's declared places allow is stored (DynamoDB's number, the
+    /// API's JSON number) and read back as the same value and the same text; one they do not
+    /// allow is refused, never rounded.
+    #[test]
+    fn a_decimal_quantity_is_stored_and_read_back_exactly(
+        whole in "0|[1-9][0-9]{0,15}",
+        fraction in "[0-9]{1,7}",
+        places in 0u8..=6,
+    ) {
+        let literal = format!("{whole}.{fraction}");
+        let Ok(quantity) = Quantity::parse(&literal, places) else {
+            let significant = fraction.trim_end_matches('0').len();
+            prop_assert!(significant > usize::from(places) || whole.len() + significant > 15);
+            return Ok(());
+        };
+        let places_kept = quantity.as_str().split_once('.').map_or(0, |(_, f)| f.len());
+        prop_assert!(places_kept <= usize::from(places), "{} in {} places", quantity, places);
+        let item: serde_dynamo::Item = serde_dynamo::to_item(QuantityOnly { quantity: quantity.clone() }).unwrap();
+        let back: QuantityOnly = serde_dynamo::from_item(item).unwrap();
+        prop_assert_eq!(back.quantity.as_str(), quantity.as_str());
+        let json = serde_json::to_string(&QuantityOnly { quantity: quantity.clone() }).unwrap();
+        let back: QuantityOnly = serde_json::from_str(&json).unwrap();
+        prop_assert_eq!(back.quantity, quantity);
+    }
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct QuantityOnly {
+    quantity: Quantity,
 }

@@ -4,8 +4,8 @@ use acceptance::*;
 use aws_sdk_dynamodb::types::AttributeValue;
 use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::domain::fingerprint::CanonicalizationRule;
-use feedsafe::domain::model::{DedupConfidence, ReplayState};
-use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
+use feedsafe::domain::model::{DedupConfidence, Observation, ReplayRecord, ReplayState};
+use feedsafe::protocols::ingest::{IngestOutcome, IngestService, MismatchReport};
 use feedsafe::protocols::ports::{NoFaults, OffsetClock};
 use serde_json::Value;
 use std::sync::Arc;
@@ -32,14 +32,15 @@ fn replayed(outcome: IngestOutcome) -> feedsafe::protocols::ingest::DeliveryResu
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
-    let env = spawn_env(true).await;
-    let acme = acme_eu();
-    env.seed(&acme).await;
-    let service = env.service();
+/// EXP-8821's page 2, the page the essay follows.
+const EXP8821_PAGE2: &str = "acme/acme-eu/ACC-1/EXP-8821/2";
 
-    // EXP-8821, three pages, through the real queue and the Lambda handler.
+/// EXP-8821's three pages sent to the ingest queue and pumped until all three are handled.
+async fn deliver_exp8821_through_the_queue(
+    env: &TestEnv,
+    acme: &ConnectorConfig,
+    service: &IngestService,
+) -> [Vec<u8>; 3] {
     let pages = [
         export_page(
             "EXP-8821",
@@ -63,33 +64,41 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
     for (i, body) in pages.iter().enumerate() {
         env.send(
             "IngestQueue",
-            &page_envelope(&acme, "EXP-8821", i as u32 + 1, 3, body),
+            &page_envelope(acme, "EXP-8821", i as u32 + 1, 3, body),
         )
         .await;
     }
     let mut handled = 0;
     while handled < 3 {
-        let (received, failed) = env.pump_once("IngestQueue", &service, 5).await;
+        let (received, failed) = env.pump_once("IngestQueue", service, 5).await;
         assert_eq!(failed, 0, "no transient failures expected");
         handled += received;
     }
-    let page2_key = "acme/acme-eu/ACC-1/EXP-8821/2";
-    let first = env.observations_of(page2_key).await;
+    pages
+}
+
+/// Page 2's one observation (quantity 6 at 08:00) and its committed replay record; the raw
+/// artifact holds the literal page and every page wrote its own record.
+async fn page2_observation_and_record(
+    env: &TestEnv,
+    pages: &[Vec<u8>; 3],
+) -> (Observation, ReplayRecord) {
+    let first = env.observations_of(EXP8821_PAGE2).await;
     assert_eq!(first.len(), 1, "page 2 yields one observation");
     let obs77 = first[0].clone();
     assert_eq!(obs77.item, "AX-440-R2~each~new");
     assert_eq!(
         (
-            obs77.quantity,
+            obs77.quantity.whole(),
             obs77.price.as_str(),
             obs77.currency.as_str()
         ),
-        (6, "820.00", "EUR")
+        (Some(6), "820.00", "EUR")
     );
     assert_eq!(obs77.observed_at.to_rfc3339(), "2026-11-29T08:00:00Z");
     assert_eq!(obs77.claim, "source_reported");
     assert_eq!(obs77.verification, "unverified");
-    let record = env.replay(page2_key).await.expect("replay record");
+    let record = env.replay(EXP8821_PAGE2).await.expect("replay record");
     assert_eq!((record.state, record.attempts), (ReplayState::Committed, 1));
     // The raw artifact holds the literal page, and the observation points at it.
     assert_eq!(env.read_object(&obs77.artifact_key).await, pages[1]);
@@ -106,11 +115,20 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
     );
     assert!(run_pages.pages.iter().all(|p| p.page_count == Some(3)));
     assert!(run_pages.missing(Some(3)).is_empty());
-    let total_before = env.observations().await.len();
+    (obs77, record)
+}
 
-    // Lost acknowledgement: page 2 delivered again.
-    let again =
-        replayed(ingest(&service, &page_envelope(&acme, "EXP-8821", 2, 3, &pages[1])).await);
+/// Page 2 delivered again after a lost acknowledgement: replayed with the same observation,
+/// the attempt counted, no new observation.
+async fn lost_acknowledgement_replays_page2(
+    env: &TestEnv,
+    acme: &ConnectorConfig,
+    service: &IngestService,
+    page2: &[u8],
+    obs77: &Observation,
+) {
+    let total_before = env.observations().await.len();
+    let again = replayed(ingest(service, &page_envelope(acme, "EXP-8821", 2, 3, page2)).await);
     assert_eq!(again.observation_ids, vec![obs77.observation_id.clone()]);
     assert_eq!(again.attempts, 2);
     assert_eq!(
@@ -118,17 +136,23 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
         total_before,
         "no new observation on replay"
     );
-    assert_eq!(env.replay(page2_key).await.unwrap().attempts, 2);
+    assert_eq!(env.replay(EXP8821_PAGE2).await.unwrap().attempts, 2);
+}
 
-    // 09:00: a new export reports quantity 4: a second observation; both stay in history.
+/// EXP-8822 at 09:00 reports quantity 4: a second observation; both stay in history.
+async fn new_export_keeps_both_observations_in_history(
+    env: &TestEnv,
+    acme: &ConnectorConfig,
+    service: &IngestService,
+    obs77: &Observation,
+) {
     let exp8822 = export_page(
         "EXP-8822",
         2,
         3,
         vec![offer("AX-440-R2", 4, "820.00", "2026-11-29T09:00:00Z")],
     );
-    let obs78 =
-        committed(ingest(&service, &page_envelope(&acme, "EXP-8822", 2, 3, &exp8822)).await);
+    let obs78 = committed(ingest(service, &page_envelope(acme, "EXP-8822", 2, 3, &exp8822)).await);
     assert_eq!(obs78.observation_ids.len(), 1);
     assert_ne!(obs78.observation_ids[0], obs77.observation_id);
     let history: Vec<_> = env
@@ -139,17 +163,26 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
         .map(|o| (o.quantity, o.observed_at.to_rfc3339()))
         .collect();
     assert_eq!(history.len(), 2);
-    assert!(history.contains(&(6, "2026-11-29T08:00:00Z".into())));
-    assert!(history.contains(&(4, "2026-11-29T09:00:00Z".into())));
+    assert!(history.contains(&(6.into(), "2026-11-29T08:00:00Z".into())));
+    assert!(history.contains(&(4.into(), "2026-11-29T09:00:00Z".into())));
+}
 
-    // EXP-8821 page 2 again, now claiming quantity 5: mismatch, quarantined, nothing overwritten.
+/// EXP-8821 page 2 claiming quantity 5: a mismatch, quarantined with its own raw artifact,
+/// nothing overwritten; returns the changed page and the mismatch report.
+async fn changed_page2_is_quarantined_and_overwrites_nothing(
+    env: &TestEnv,
+    acme: &ConnectorConfig,
+    service: &IngestService,
+    obs77: &Observation,
+    record: &ReplayRecord,
+) -> (Vec<u8>, MismatchReport) {
     let mutated = export_page(
         "EXP-8821",
         2,
         3,
         vec![offer("AX-440-R2", 5, "820.00", "2026-11-29T08:00:00Z")],
     );
-    let report = match ingest(&service, &page_envelope(&acme, "EXP-8821", 2, 3, &mutated)).await {
+    let report = match ingest(service, &page_envelope(acme, "EXP-8821", 2, 3, &mutated)).await {
         IngestOutcome::Mismatch(report) => report,
         other => panic!("expected replay_payload_mismatch, got {other:?}"),
     };
@@ -159,11 +192,11 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
         .await
         .unwrap()
         .expect("still there");
-    assert_eq!(after, obs77, "the quantity-6 observation is unchanged");
-    let record_after = env.replay(page2_key).await.unwrap();
+    assert_eq!(after, *obs77, "the quantity-6 observation is unchanged");
+    let record_after = env.replay(EXP8821_PAGE2).await.unwrap();
     assert_eq!(record_after.fingerprint, record.fingerprint);
     assert_eq!(record_after.observation_ids, record.observation_ids);
-    assert_eq!(env.observations_of(page2_key).await.len(), 1);
+    assert_eq!(env.observations_of(EXP8821_PAGE2).await.len(), 1);
     let entry = env
         .store
         .quarantine_entry(&report.quarantine_id)
@@ -187,13 +220,48 @@ async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
         entry.evidence_sha256,
         feedsafe::domain::hashing::sha256_hex(&mutated)
     );
+    (mutated, report)
+}
 
-    // Delivered once more, the mismatch is still refused and still quarantined once.
-    let again = ingest(&service, &page_envelope(&acme, "EXP-8821", 2, 3, &mutated)).await;
+/// The changed page delivered once more: still refused, still quarantined once.
+async fn changed_page2_again_stays_quarantined_once(
+    env: &TestEnv,
+    acme: &ConnectorConfig,
+    service: &IngestService,
+    mutated: &[u8],
+    report: &MismatchReport,
+) {
+    let again = ingest(service, &page_envelope(acme, "EXP-8821", 2, 3, mutated)).await;
     assert!(
         matches!(again, IngestOutcome::Mismatch(ref r) if r.quarantine_id == report.quarantine_id)
     );
     assert_eq!(env.quarantine().await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn essay_timeout_between_pages_replays_mismatches_and_keeps_history() {
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let service = env.service();
+
+    // EXP-8821, three pages, through the real queue and the Lambda handler.
+    let pages = deliver_exp8821_through_the_queue(&env, &acme, &service).await;
+    let (obs77, record) = page2_observation_and_record(&env, &pages).await;
+
+    // Lost acknowledgement: page 2 delivered again.
+    lost_acknowledgement_replays_page2(&env, &acme, &service, &pages[1], &obs77).await;
+
+    // 09:00: a new export reports quantity 4: a second observation; both stay in history.
+    new_export_keeps_both_observations_in_history(&env, &acme, &service, &obs77).await;
+
+    // EXP-8821 page 2 again, now claiming quantity 5: mismatch, quarantined, nothing overwritten.
+    let (mutated, report) =
+        changed_page2_is_quarantined_and_overwrites_nothing(&env, &acme, &service, &obs77, &record)
+            .await;
+
+    // Delivered once more, the mismatch is still refused and still quarantined once.
+    changed_page2_again_stays_quarantined_once(&env, &acme, &service, &mutated, &report).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

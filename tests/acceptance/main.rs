@@ -18,6 +18,7 @@ mod intake;
 mod isolation;
 mod item_queries;
 mod malformed_reads;
+mod manufacturers;
 mod mcp;
 mod mcp_client;
 mod model_test;

@@ -350,25 +350,24 @@ async fn drop_sender(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "opt-in soak: scripts/soak"]
-async fn soak_under_injected_faults() {
-    let deliveries = env_number("FEEDSAFE_SOAK_DELIVERIES", 2000.0) as usize;
-    let rate = env_number("FEEDSAFE_SOAK_FAULT_RATE", 0.05);
-    let seed = test_seed();
-    println!(
-        "soak: {deliveries} deliveries, {:.1} % faults, FEEDSAFE_SEED={seed}",
-        rate * 100.0
-    );
-    let env = Arc::new(spawn_heavy_env(true, "soak").await);
-    let faults = FaultInjector::new(seed, rate);
-    // A batch of ten under injected timeouts takes seconds on the local engines; a shorter
-    // visibility would have the other pollers redo the work in flight (stress that the model
-    // and the crash matrix cover), a longer one would delay each failed message's retry.
-    let stack = spawn_stack_on(&env, faults.wrap(&env.clients), 10).await;
-    faults.arm();
-    let url = format!("{}/v1/webhooks/{WEBHOOKS}", stack.base_url());
+/// What sending left: the senders' record, when sending started, how long it took, and the
+/// latency sampler, still running.
+struct Sending {
+    sent: Sent,
+    started: Instant,
+    sending: Duration,
+    sampler: tokio::task::JoinHandle<Vec<f64>>,
+}
 
+/// Every delivery sent at once by the webhook senders, the pull scheduler and the file
+/// dropper, with the latency sampler beside them; returns once all are acknowledged.
+async fn send_all_deliveries(
+    seed: u64,
+    deliveries: usize,
+    env: &Arc<TestEnv>,
+    stack: &local_stack::Stack,
+) -> Sending {
+    let url = format!("{}/v1/webhooks/{WEBHOOKS}", stack.base_url());
     let sent = Arc::new(Mutex::new(Sent::default()));
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     // (acknowledged at, item, observed second) of every tenth fresh event, for the latency.
@@ -402,34 +401,7 @@ async fn soak_under_injected_faults() {
         next.clone(),
         sent.clone(),
     )));
-
-    // Latency sample: acknowledgement -> the claim (or a newer one) is the item's current offer.
-    let sampler = {
-        let query = env.query();
-        tokio::spawn(async move {
-            let mut pending: Vec<(Instant, u64, i64)> = Vec::new();
-            let mut latencies = Vec::new();
-            // After the last acknowledgement, samples get 120 s to become readable.
-            let mut feed = AckFeed::new(acked_rx, Duration::from_secs(120));
-            while feed.keep_going(!pending.is_empty()) {
-                pending.extend(feed.arrived());
-                let mut still = Vec::new();
-                for (acked, item, second) in pending.drain(..) {
-                    if current_offer(&query, WEBHOOKS, item)
-                        .await
-                        .is_some_and(|(at, _)| at >= second)
-                    {
-                        latencies.push(acked.elapsed().as_secs_f64() * 1000.0);
-                    } else {
-                        still.push((acked, item, second));
-                    }
-                }
-                pending = still;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            latencies
-        })
-    };
+    let sampler = spawn_latency_sampler(env.query(), acked_rx);
     drop(acks);
     let others = async {
         for sender in senders {
@@ -443,11 +415,50 @@ async fn soak_under_injected_faults() {
         sending.as_secs_f64()
     );
     let sent = std::mem::take(&mut *sent.lock().unwrap());
+    Sending {
+        sent,
+        started,
+        sending,
+        sampler,
+    }
+}
 
-    // The model: per delivery key, one stored version with exactly its rows, every other
-    // acknowledged version quarantined once; per connector and item, the newest observed claim
-    // among stored versions is the current offer.
-    let quiet = Instant::now();
+/// Latency sample: acknowledgement -> the claim (or a newer one) is the item's current offer.
+fn spawn_latency_sampler(
+    query: QueryService,
+    acked_rx: tokio::sync::mpsc::UnboundedReceiver<(Instant, u64, i64)>,
+) -> tokio::task::JoinHandle<Vec<f64>> {
+    tokio::spawn(async move {
+        let mut pending: Vec<(Instant, u64, i64)> = Vec::new();
+        let mut latencies = Vec::new();
+        // After the last acknowledgement, samples get 120 s to become readable.
+        let mut feed = AckFeed::new(acked_rx, Duration::from_secs(120));
+        while feed.keep_going(!pending.is_empty()) {
+            pending.extend(feed.arrived());
+            let mut still = Vec::new();
+            for (acked, item, second) in pending.drain(..) {
+                if current_offer(&query, WEBHOOKS, item)
+                    .await
+                    .is_some_and(|(at, _)| at >= second)
+                {
+                    latencies.push(acked.elapsed().as_secs_f64() * 1000.0);
+                } else {
+                    still.push((acked, item, second));
+                }
+            }
+            pending = still;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        latencies
+    })
+}
+
+/// Every acknowledged delivery's replay record once committed, under one deadline for all;
+/// `None` for a delivery not committed by then.
+async fn committed_records(
+    env: &TestEnv,
+    sent: &Sent,
+) -> BTreeMap<String, Option<feedsafe::domain::model::ReplayRecord>> {
     // One deadline for everything acknowledged to be committed.
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut records = BTreeMap::new();
@@ -463,6 +474,13 @@ async fn soak_under_injected_faults() {
         };
         records.insert(key.clone(), record);
     }
+    records
+}
+
+/// The stored observations, per delivery key.
+async fn stored_rows_by_delivery(
+    env: &TestEnv,
+) -> BTreeMap<String, Vec<feedsafe::domain::model::Observation>> {
     let mut stored_rows: BTreeMap<String, Vec<feedsafe::domain::model::Observation>> =
         BTreeMap::new();
     for o in env.observations().await {
@@ -471,6 +489,26 @@ async fn soak_under_injected_faults() {
             .or_default()
             .push(o);
     }
+    stored_rows
+}
+
+/// The stored rows held against the acknowledged versions.
+struct StoredCheck {
+    /// Per delivery stored as one acknowledged version: its connector and that version's rows.
+    versions: Vec<(&'static str, Rows)>,
+    lost: Vec<String>,
+    duplicates: Vec<String>,
+    /// Delivery keys stored but never sent.
+    unexpected: Vec<String>,
+}
+
+/// Each acknowledged delivery stored once, with exactly one acknowledged version's rows.
+async fn check_stored_rows(
+    env: &TestEnv,
+    sent: &Sent,
+    records: &BTreeMap<String, Option<feedsafe::domain::model::ReplayRecord>>,
+) -> StoredCheck {
+    let mut stored_rows = stored_rows_by_delivery(env).await;
     let mut lost = Vec::new();
     let mut duplicates = Vec::new();
     let mut stored_versions: Vec<(&'static str, Rows)> = Vec::new();
@@ -490,7 +528,10 @@ async fn soak_under_injected_faults() {
         {
             duplicates.push(key.clone());
         }
-        let quantities: Vec<u64> = observations.iter().map(|o| o.quantity).collect();
+        let quantities: Vec<u64> = observations
+            .iter()
+            .map(|o| o.quantity.whole().expect("the soak sends whole quantities"))
+            .collect();
         match versions
             .iter()
             .find(|v| v.iter().map(|r| r.1).collect::<Vec<_>>() == quantities)
@@ -499,7 +540,7 @@ async fn soak_under_injected_faults() {
             None => lost.push(format!("{key}: stored rows match no acknowledged version")),
         }
     }
-    let unexpected: Vec<&String> = stored_rows.keys().collect();
+    let unexpected: Vec<String> = stored_rows.into_keys().collect();
     println!(
         "soak: {} deliveries stored, {} lost, {} with duplicates, {} stored but never sent",
         stored_versions.len(),
@@ -507,9 +548,20 @@ async fn soak_under_injected_faults() {
         duplicates.len(),
         unexpected.len()
     );
-    // Each other version quarantined exactly once.
+    StoredCheck {
+        versions: stored_versions,
+        lost,
+        duplicates,
+        unexpected,
+    }
+}
+
+/// Each other version quarantined exactly once: the deliveries where that does not hold.
+fn quarantine_mismatches(
+    sent: &Sent,
+    entries: &[feedsafe::domain::model::QuarantineEntry],
+) -> Vec<String> {
     let mut quarantine_errors = Vec::new();
-    let entries = env.quarantine().await;
     for (key, (_, versions)) in &sent.versions {
         let found = entries
             .iter()
@@ -522,9 +574,16 @@ async fn soak_under_injected_faults() {
             ));
         }
     }
-    // Current offers: the newest observed claim per connector and item among stored versions.
+    quarantine_errors
+}
+
+/// The model's current offers: the newest observed claim per connector and item among stored
+/// versions, as (observed second, quantity).
+fn newest_claims(
+    stored_versions: &[(&'static str, Rows)],
+) -> BTreeMap<(&'static str, u64), (i64, u64)> {
     let mut newest: BTreeMap<(&str, u64), (i64, u64)> = BTreeMap::new();
-    for (connector, rows) in &stored_versions {
+    for (connector, rows) in stored_versions {
         for &(item, quantity, second) in rows {
             let slot = newest
                 .entry((connector, item))
@@ -534,10 +593,18 @@ async fn soak_under_injected_faults() {
             }
         }
     }
+    newest
+}
+
+/// Each item's current offer, waited for under one deadline: those that differ from the model.
+async fn offer_mismatches(
+    env: &TestEnv,
+    newest: &BTreeMap<(&str, u64), (i64, u64)>,
+) -> Vec<String> {
     let query = env.query();
     let mut offer_errors = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(180);
-    for ((connector, item), (second, quantity)) in &newest {
+    for ((connector, item), (second, quantity)) in newest {
         loop {
             let got = current_offer(&query, connector, *item).await;
             if got == Some((*second, *quantity)) {
@@ -552,12 +619,13 @@ async fn soak_under_injected_faults() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    let settled = started.elapsed();
-    let mut latencies = sampler.await.unwrap();
-    latencies.sort_by(f64::total_cmp);
+    offer_errors
+}
+
+/// The dead-letter queue's approximate number of messages.
+async fn dead_letters(env: &TestEnv) -> String {
     let dlq = env.resources.queue("IngestDLQ").unwrap().url.clone();
-    let dead = env
-        .clients
+    env.clients
         .sqs
         .get_queue_attributes()
         .queue_url(&dlq)
@@ -570,15 +638,51 @@ async fn soak_under_injected_faults() {
             a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
                 .cloned()
         })
-        .unwrap_or_default();
-    let replays: u32 = records
-        .values()
-        .flatten()
-        .map(|r| r.attempts.saturating_sub(1))
-        .sum();
-    let calls = faults.calls();
-    stack.stop().await;
+        .unwrap_or_default()
+}
 
+/// What the checks found against the model; every list must be empty and the DLQ at "0".
+struct Findings {
+    duplicates: Vec<String>,
+    lost: Vec<String>,
+    unexpected: Vec<String>,
+    quarantine_errors: Vec<String>,
+    offer_errors: Vec<String>,
+    /// The dead-letter queue's approximate number of messages.
+    dead: String,
+}
+
+/// The run's figures for the printed table.
+struct Figures<'a> {
+    deliveries: usize,
+    sent: &'a Sent,
+    sending: Duration,
+    settled: Duration,
+    /// When the checks began.
+    quiet: Instant,
+    /// Sorted latency samples, in milliseconds.
+    latencies: Vec<f64>,
+    faults: &'a FaultInjector,
+    calls: u64,
+    replays: u32,
+    /// Quarantine entries (mismatches).
+    quarantined: usize,
+}
+
+/// The figures table (docs/benchmarks.md).
+fn print_figures(figures: &Figures, findings: &Findings) {
+    let Figures {
+        deliveries,
+        sent,
+        sending,
+        settled,
+        quiet,
+        latencies,
+        faults,
+        calls,
+        replays,
+        quarantined,
+    } = figures;
     let by = |connector: &str| {
         sent.versions
             .values()
@@ -598,19 +702,19 @@ async fn soak_under_injected_faults() {
     println!(
         "| sending time | {:.1} s ({:.1} deliveries/s) |",
         sending.as_secs_f64(),
-        deliveries as f64 / sending.as_secs_f64()
+        *deliveries as f64 / sending.as_secs_f64()
     );
     println!(
         "| until the state equals the model | {:.1} s ({:.1} deliveries/s end to end; checks took {:.1} s) |",
         settled.as_secs_f64(),
-        deliveries as f64 / settled.as_secs_f64(),
+        *deliveries as f64 / settled.as_secs_f64(),
         quiet.elapsed().as_secs_f64()
     );
     println!(
         "| webhook acknowledgement -> readable offer, p50 / p99 ({} samples) | {:.0} ms / {:.0} ms |",
         latencies.len(),
-        percentile(&latencies, 0.5),
-        percentile(&latencies, 0.99)
+        percentile(latencies, 0.5),
+        percentile(latencies, 0.99)
     );
     println!(
         "| DynamoDB and S3 calls / injected timeouts (before sending / after the request ran) | {calls} / {} / {} |",
@@ -622,20 +726,29 @@ async fn soak_under_injected_faults() {
         sent.rejected_attempts, sent.pull_runs, sent.renotified
     );
     println!("| replays counted on replay records | {replays} |");
-    println!(
-        "| mismatches quarantined (changed payloads under an old identity) | {} |",
-        entries.len()
-    );
-    println!("| dead-letter queue | {dead} |");
+    println!("| mismatches quarantined (changed payloads under an old identity) | {quarantined} |");
+    println!("| dead-letter queue | {} |", findings.dead);
     println!(
         "| duplicates / lost / stored-never-sent / quarantine mismatches / offer mismatches | {} / {} / {} / {} / {} |",
-        duplicates.len(),
-        lost.len(),
-        unexpected.len(),
-        quarantine_errors.len(),
-        offer_errors.len()
+        findings.duplicates.len(),
+        findings.lost.len(),
+        findings.unexpected.len(),
+        findings.quarantine_errors.len(),
+        findings.offer_errors.len()
     );
+}
 
+/// The state equals the model: nothing duplicated, lost or stored unsent, quarantine and
+/// current offers as the model says, the dead-letter queue empty.
+fn assert_state_equals_the_model(findings: Findings) {
+    let Findings {
+        duplicates,
+        lost,
+        unexpected,
+        quarantine_errors,
+        offer_errors,
+        dead,
+    } = findings;
     assert!(duplicates.is_empty(), "duplicates: {duplicates:?}");
     assert!(lost.is_empty(), "lost acknowledged deliveries: {lost:?}");
     assert!(
@@ -648,4 +761,74 @@ async fn soak_under_injected_faults() {
         dead, "0",
         "no permanent fault was injected: the DLQ must be empty"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "opt-in soak: scripts/soak"]
+async fn soak_under_injected_faults() {
+    let deliveries = env_number("FEEDSAFE_SOAK_DELIVERIES", 2000.0) as usize;
+    let rate = env_number("FEEDSAFE_SOAK_FAULT_RATE", 0.05);
+    let seed = test_seed();
+    println!(
+        "soak: {deliveries} deliveries, {:.1} % faults, FEEDSAFE_SEED={seed}",
+        rate * 100.0
+    );
+    let env = Arc::new(spawn_heavy_env(true, "soak").await);
+    let faults = FaultInjector::new(seed, rate);
+    // A batch of ten under injected timeouts takes seconds on the local engines; a shorter
+    // visibility would have the other pollers redo the work in flight (stress that the model
+    // and the crash matrix cover), a longer one would delay each failed message's retry.
+    let stack = spawn_stack_on(&env, faults.wrap(&env.clients), 10).await;
+    faults.arm();
+    let Sending {
+        sent,
+        started,
+        sending,
+        sampler,
+    } = send_all_deliveries(seed, deliveries, &env, &stack).await;
+
+    // The model: per delivery key, one stored version with exactly its rows, every other
+    // acknowledged version quarantined once; per connector and item, the newest observed claim
+    // among stored versions is the current offer.
+    let quiet = Instant::now();
+    let records = committed_records(&env, &sent).await;
+    let stored = check_stored_rows(&env, &sent, &records).await;
+    let entries = env.quarantine().await;
+    let quarantine_errors = quarantine_mismatches(&sent, &entries);
+    let newest = newest_claims(&stored.versions);
+    let offer_errors = offer_mismatches(&env, &newest).await;
+    let settled = started.elapsed();
+    let mut latencies = sampler.await.unwrap();
+    latencies.sort_by(f64::total_cmp);
+    let dead = dead_letters(&env).await;
+    let replays: u32 = records
+        .values()
+        .flatten()
+        .map(|r| r.attempts.saturating_sub(1))
+        .sum();
+    let calls = faults.calls();
+    stack.stop().await;
+
+    let findings = Findings {
+        duplicates: stored.duplicates,
+        lost: stored.lost,
+        unexpected: stored.unexpected,
+        quarantine_errors,
+        offer_errors,
+        dead,
+    };
+    let figures = Figures {
+        deliveries,
+        sent: &sent,
+        sending,
+        settled,
+        quiet,
+        latencies,
+        faults: &faults,
+        calls,
+        replays,
+        quarantined: entries.len(),
+    };
+    print_figures(&figures, &findings);
+    assert_state_equals_the_model(findings);
 }

@@ -51,7 +51,8 @@ pub async fn current_offer(query: &QueryService, connector: &str, sku: &str) -> 
         .ok()?;
     offers.offers.iter().find_map(|o| {
         let o = &o.observation;
-        (o.connector.as_str() == connector).then(|| (o.observed_at.unix_seconds(), o.quantity))
+        let whole = o.quantity.whole().expect("the load sends whole quantities");
+        (o.connector.as_str() == connector).then(|| (o.observed_at.unix_seconds(), whole))
     })
 }
 

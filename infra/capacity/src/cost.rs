@@ -206,7 +206,7 @@ impl<'w> Sim<'w> {
             identity_strength: IdentityStrength::Source,
             epoch: 0,
             row_index: row as u32,
-            quantity: 6,
+            quantity: 6.into(),
             quantity_basis: "each".into(),
             price: price(),
             currency: "EUR".into(),

@@ -47,7 +47,8 @@ pub fn source_key(source: &SourceRef, item: &str) -> String {
 }
 
 /// Partition key, in the `by_part` index, of every row of every item with `item`'s part
-/// number (each packaging, condition and revision): `PART#{tenant}#{part number as keyed}`.
+/// number (each manufacturer, packaging, condition and revision):
+/// `PART#{tenant}#{part number as keyed}`.
 pub fn part_key(tenant: &str, item: &CanonicalItem) -> String {
     format!("PART#{tenant}#{}", item.keyed_part_number())
 }

@@ -3,17 +3,32 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Manufacturer part number plus revision, packaging unit and condition. Matching an item makes
-/// offers comparable; it never makes them interchangeable and never proves stock.
+/// Manufacturer part number (and the manufacturer, when the source names one) plus revision,
+/// packaging unit and condition. Matching an item makes offers comparable; it never makes them
+/// interchangeable and never proves stock.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CanonicalItem {
     pub part_number: String,
+    /// The manufacturer as the source names it (the part number's rules apply); absent on items
+    /// whose source names none, which keep the key they always had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manufacturer: Option<String>,
     pub revision: Option<String>,
     pub packaging_unit: String,
     pub condition: String,
 }
 
 pub const DEFAULT_PACKAGING_UNIT: &str = "each";
+
+/// The parts of an item as a row names them, before the item's rules apply.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ItemParts<'a> {
+    pub part_number: &'a str,
+    pub manufacturer: Option<&'a str>,
+    pub revision: Option<&'a str>,
+    pub packaging_unit: Option<&'a str>,
+    pub condition: Option<&'a str>,
+}
 pub const DEFAULT_CONDITION: &str = "new";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,10 +54,10 @@ fn refused(field: &'static str, reason: &'static str, text: &str) -> ItemError {
     }
 }
 
-/// A part number or revision as the item holds it: trimmed, any printable Unicode (inner
-/// spaces, `/`, `~`, `%` included), normalized to NFC, ASCII letters upper-cased (other
-/// letters as written: upper-casing `µ` would make it a Greek capital), at most 128
-/// characters. Control, invisible and bidirectional-format characters, other spaces than
+/// A part number, manufacturer or revision as the item holds it: trimmed, any printable
+/// Unicode (inner spaces, `/`, `~`, `%` included), normalized to NFC, ASCII letters
+/// upper-cased (the case rule: `lm358` and `LM358` are one part; other letters as written, as
+/// upper-casing `µ` would make it a Greek capital), at most 128 characters. Control, invisible and bidirectional-format characters, other spaces than
 /// U+0020 and U+FFFD (a decoding failure's mark) are refused: two part numbers that look the
 /// same must be the same.
 fn part_component(field: &'static str, raw: &str) -> Result<String, ItemError> {
@@ -64,10 +79,15 @@ fn part_component(field: &'static str, raw: &str) -> Result<String, ItemError> {
     // NFC first, so that every spelling of a letter is one before ASCII letters are
     // upper-cased (NFD `e` + U+0301 would otherwise become `É` and NFC `é` stay `é`); NFC
     // again, as an upper-case letter may compose where its lower-case one did not.
-    let nfc = icu_normalizer::ComposingNormalizerBorrowed::new_nfc();
-    let normalized = nfc
-        .normalize(&nfc.normalize(text).to_ascii_uppercase())
-        .into_owned();
+    let normalized = match text.is_ascii() {
+        // ASCII text is its own NFC: most part numbers take this path, one allocation.
+        true => text.to_ascii_uppercase(),
+        false => {
+            let nfc = icu_normalizer::ComposingNormalizerBorrowed::new_nfc();
+            nfc.normalize(&nfc.normalize(text).to_ascii_uppercase())
+                .into_owned()
+        }
+    };
     if normalized.chars().count() > MAX_PART_CHARS {
         return Err(refused(field, "longer than 128 characters", text));
     }
@@ -147,39 +167,56 @@ fn unescaped(field: &'static str, written: &str) -> Result<String, ItemError> {
 }
 
 impl CanonicalItem {
+    /// An item without a manufacturer.
     pub fn new(
         part_number: &str,
         revision: Option<&str>,
         packaging_unit: Option<&str>,
         condition: Option<&str>,
     ) -> Result<Self, ItemError> {
+        let parts = ItemParts {
+            part_number,
+            manufacturer: None,
+            revision,
+            packaging_unit,
+            condition,
+        };
+        Self::of(parts)
+    }
+
+    /// The item a row's parts name.
+    pub fn of(parts: ItemParts<'_>) -> Result<Self, ItemError> {
+        let part = part_component;
         Ok(Self {
-            part_number: part_component("part number", part_number)?,
-            revision: revision
-                .map(|r| part_component("revision", r))
+            part_number: part("part number", parts.part_number)?,
+            manufacturer: parts
+                .manufacturer
+                .map(|m| part("manufacturer", m))
                 .transpose()?,
+            revision: parts.revision.map(|r| part("revision", r)).transpose()?,
             packaging_unit: word_component(
                 "packaging unit",
-                packaging_unit.unwrap_or(DEFAULT_PACKAGING_UNIT),
+                parts.packaging_unit.unwrap_or(DEFAULT_PACKAGING_UNIT),
             )?,
-            condition: word_component("condition", condition.unwrap_or(DEFAULT_CONDITION))?,
+            condition: word_component("condition", parts.condition.unwrap_or(DEFAULT_CONDITION))?,
         })
     }
 
-    /// The item key used in storage and URLs: `PART[~rREV]~unit~condition`,
-    /// e.g. `AX-440-R2~each~new`; `%` and `~` in the part number and revision are written
-    /// `%25` and `%7E` (`LM358DR/NOPB~reel~new`, `A%7EB~each~new` for part `A~B`).
+    /// The item key used in storage and URLs: `PART[~mMANUFACTURER][~rREV]~unit~condition`,
+    /// e.g. `AX-440-R2~each~new`, `LM358DR/NOPB~mTI~reel~new`; `%` and `~` in the part
+    /// number, manufacturer and revision are written `%25` and `%7E` (`A%7EB~each~new` for
+    /// part `A~B`). An item without a manufacturer keys as it always did.
     pub fn key(&self) -> String {
-        let part = escaped(&self.part_number);
-        match &self.revision {
-            Some(rev) => format!(
-                "{part}~r{}~{}~{}",
-                escaped(rev),
-                self.packaging_unit,
-                self.condition
-            ),
-            None => format!("{part}~{}~{}", self.packaging_unit, self.condition),
+        let mut key = escaped(&self.part_number).into_owned();
+        if let Some(manufacturer) = &self.manufacturer {
+            key.push_str("~m");
+            key.push_str(&escaped(manufacturer));
         }
+        if let Some(rev) = &self.revision {
+            key.push_str("~r");
+            key.push_str(&escaped(rev));
+        }
+        format!("{key}~{}~{}", self.packaging_unit, self.condition)
     }
 
     /// The part number as the key writes it (`%` and `~` escaped).
@@ -188,28 +225,50 @@ impl CanonicalItem {
     }
 
     /// Parses a key; a bare part number means the default unit (`each`) and condition (`new`).
+    /// The item rules apply, so `ax-440` and an NFD spelling of a key find their item.
     pub fn parse_key(key: &str) -> Result<Self, ItemError> {
-        let parts: Vec<&str> = key.split('~').collect();
-        let part = |p: &str| unescaped("part number", p);
-        match parts.as_slice() {
-            [p] => Self::new(&part(p)?, None, None, None),
-            [p, unit, condition] => Self::new(&part(p)?, None, Some(unit), Some(condition)),
-            [p, rev, unit, condition] => {
-                let rev = rev.strip_prefix('r').ok_or(ItemError {
-                    field: "revision",
-                    reason: "must start with r",
-                    value: None,
-                })?;
-                let rev = unescaped("revision", rev)?;
-                Self::new(&part(p)?, Some(&rev), Some(unit), Some(condition))
+        let components: Vec<&str> = key.split('~').collect();
+        let (part_number, middle, ending) = match components.as_slice() {
+            [p] => (*p, &[][..], None),
+            [p, middle @ .., unit, condition] if middle.len() <= 2 => {
+                (*p, middle, Some((*unit, *condition)))
             }
-            _ => Err(ItemError {
-                field: "key",
-                reason: "expected PART[~rREV]~unit~condition",
-                value: None,
-            }),
+            _ => return Err(key_shape()),
+        };
+        let part_number = unescaped("part number", part_number)?;
+        let (manufacturer, revision) = key_middle(middle)?;
+        let parts = ItemParts {
+            part_number: &part_number,
+            manufacturer: manufacturer.as_deref(),
+            revision: revision.as_deref(),
+            packaging_unit: ending.map(|(unit, _)| unit),
+            condition: ending.map(|(_, condition)| condition),
+        };
+        Self::of(parts)
+    }
+}
+
+fn key_shape() -> ItemError {
+    ItemError {
+        field: "key",
+        reason: "expected PART[~mMANUFACTURER][~rREV]~unit~condition",
+        value: None,
+    }
+}
+
+/// A key's manufacturer (`mTI`) and revision (`rB`) components, in that order, each optional.
+fn key_middle(middle: &[&str]) -> Result<(Option<String>, Option<String>), ItemError> {
+    let (mut manufacturer, mut revision) = (None, None);
+    for component in middle {
+        match component.split_at_checked(1) {
+            Some(("m", m)) if manufacturer.is_none() && revision.is_none() => {
+                manufacturer = Some(unescaped("manufacturer", m)?)
+            }
+            Some(("r", r)) if revision.is_none() => revision = Some(unescaped("revision", r)?),
+            _ => return Err(key_shape()),
         }
     }
+    Ok((manufacturer, revision))
 }
 
 impl fmt::Display for CanonicalItem {
@@ -266,6 +325,51 @@ mod tests {
         let revised = CanonicalItem::new("X/1", Some("b~2"), Some("reel"), None).unwrap();
         assert_eq!(revised.key(), "X/1~rB%7E2~reel~new");
         assert_eq!(CanonicalItem::parse_key(&revised.key()).unwrap(), revised);
+    }
+
+    #[test]
+    fn a_manufacturer_is_a_component_of_the_key_that_reads_back() {
+        let parts = ItemParts {
+            part_number: "lm358dr/nopb",
+            manufacturer: Some(" Texas~Instruments "),
+            revision: Some("b"),
+            packaging_unit: Some("reel"),
+            condition: None,
+        };
+        let item = CanonicalItem::of(parts).unwrap();
+        assert_eq!(item.manufacturer.as_deref(), Some("TEXAS~INSTRUMENTS"));
+        assert_eq!(item.key(), "LM358DR/NOPB~mTEXAS%7EINSTRUMENTS~rB~reel~new");
+        assert_eq!(CanonicalItem::parse_key(&item.key()).unwrap(), item);
+        let without_revision = CanonicalItem::of(ItemParts {
+            revision: None,
+            ..parts
+        })
+        .unwrap();
+        assert_eq!(
+            without_revision.key(),
+            "LM358DR/NOPB~mTEXAS%7EINSTRUMENTS~reel~new"
+        );
+        let read = CanonicalItem::parse_key(&without_revision.key()).unwrap();
+        assert_eq!(read, without_revision);
+        for key in [
+            "X~rB~mTI~each~new",
+            "X~mA~mB~each~new",
+            "X~q~each~new",
+            "X~m~r~a~b~c",
+        ] {
+            let refused = CanonicalItem::parse_key(key).unwrap_err().to_string();
+            assert!(refused.contains("expected PART"), "{key}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_key_is_read_under_the_item_rules() {
+        let upper = CanonicalItem::parse_key("LM358DR/NOPB~mTI~reel~new").unwrap();
+        let lower = CanonicalItem::parse_key("lm358dr/nopb~mti~reel~new").unwrap();
+        assert_eq!(lower, upper);
+        // NFC applies to a key read: an NFD spelling finds the NFC item.
+        let decomposed = CanonicalItem::parse_key("A\u{308}BC~each~new").unwrap();
+        assert_eq!(decomposed.key(), "\u{C4}BC~each~new");
     }
 
     #[test]
@@ -335,6 +439,10 @@ mod tests {
                 proptest::prop_assert_eq!(CanonicalItem::parse_key(&item.key()).unwrap(), item.clone());
                 let again = CanonicalItem::new(&item.part_number, None, None, None).unwrap();
                 proptest::prop_assert_eq!(again, item);
+            }
+            let parts = ItemParts { part_number: "P", manufacturer: Some(&sent), ..ItemParts::default() };
+            if let Ok(item) = CanonicalItem::of(parts) {
+                proptest::prop_assert_eq!(CanonicalItem::parse_key(&item.key()).unwrap(), item);
             }
         }
     }

@@ -14,6 +14,7 @@ pub mod mapping;
 pub mod model;
 pub mod money;
 pub mod normalize;
+pub mod quantity;
 pub mod quote;
 pub mod reject;
 pub mod terms;

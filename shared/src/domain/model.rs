@@ -9,6 +9,7 @@ use crate::domain::ids::{
 };
 use crate::domain::item::CanonicalItem;
 use crate::domain::money::Price;
+use crate::domain::quantity::Quantity;
 use crate::domain::terms::Terms;
 use crate::domain::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -112,7 +113,7 @@ pub struct Observation {
     pub identity_strength: IdentityStrength,
     pub epoch: u32,
     pub row_index: u32,
-    pub quantity: u64,
+    pub quantity: Quantity,
     pub quantity_basis: String,
     pub price: Price,
     pub currency: String,
@@ -603,7 +604,7 @@ mod tests {
             identity_strength: IdentityStrength::Source,
             epoch: 0,
             row_index: 0,
-            quantity: 1,
+            quantity: 1.into(),
             quantity_basis: "each".into(),
             price: Price::parse("1.00").unwrap(),
             currency: "EUR".into(),

@@ -5,13 +5,13 @@
 
 use crate::domain::canonical_json::{self, Node};
 use crate::domain::connector::PayloadFormat;
-use crate::domain::currency::is_iso4217_currency;
 use crate::domain::fingerprint::{CanonicalizationRule, Fingerprint};
 use crate::domain::hashing::sha256_hex;
 use crate::domain::item::CanonicalItem;
 use crate::domain::money::Price;
+use crate::domain::quantity::Quantity;
 use crate::domain::reject::{RejectCode, Rejection};
-use crate::domain::terms::{compare_decimals, Terms};
+use crate::domain::terms::Terms;
 use crate::domain::timestamp::Timestamp;
 use std::borrow::Cow;
 use std::collections::hash_map::Entry;
@@ -19,10 +19,15 @@ use std::collections::{BTreeMap, HashMap};
 
 mod mapped;
 mod reading;
+mod row;
+#[cfg(test)]
+mod row_tests;
 #[cfg(test)]
 mod terms_tests;
 pub use mapped::{normalize_mapped, Normalized, RefusedRow};
 pub use reading::{Read, Reading};
+pub use row::RowRules;
+use row::{normalize_row, LEGACY_RULES};
 
 /// One source claim about one item, before it gets its delivery-scoped identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +35,8 @@ pub struct NormalizedRow {
     /// The source's own record name (the sku as sent).
     pub source_record: String,
     pub item: CanonicalItem,
-    pub quantity: u64,
+    /// How much the source claims, in its unit's declared decimal places.
+    pub quantity: Quantity,
     /// What the quantity counts (the source's unit).
     pub quantity_basis: String,
     pub price: Price,
@@ -131,7 +137,15 @@ fn read_json_page(
             )
         })?;
     let mut normalized = every_row(rows.iter().zip(page.rows).enumerate().map(
-        |(i, (row, bytes))| normalize_row(&format!("row {i}"), row, default_observed_at, bytes),
+        |(i, (row, bytes))| {
+            normalize_row(
+                &format!("row {i}"),
+                row,
+                default_observed_at,
+                bytes,
+                &LEGACY_RULES,
+            )
+        },
     ))?;
     refuse_ambiguous(&normalized)?;
     if rule.orders_rows_canonically() {
@@ -197,6 +211,7 @@ fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<Normaliz
             &row,
             None,
             canonical,
+            &LEGACY_RULES,
         ));
     }
     let mut normalized = every_row(results.into_iter())?;
@@ -280,13 +295,13 @@ fn refuse_ambiguous(rows: &[NormalizedRow]) -> Result<(), Rejection> {
 
 fn same_claim(a: &NormalizedRow, b: &NormalizedRow) -> bool {
     (
-        a.quantity,
+        &a.quantity,
         &a.quantity_basis,
         &a.price,
         &a.currency,
         &a.terms,
     ) == (
-        b.quantity,
+        &b.quantity,
         &b.quantity_basis,
         &b.price,
         &b.currency,
@@ -394,103 +409,8 @@ fn cloudevents_rows<'n, 'a>(
     Ok((rows, time))
 }
 
-/// One row object's offer, or why it is refused (the message starts with `place`).
-fn normalize_row(
-    place: &str,
-    row: &Node<'_>,
-    default_observed_at: Option<Timestamp>,
-    canonical: Vec<u8>,
-) -> Result<NormalizedRow, Rejection> {
-    let at = |code: RejectCode, what: String| Rejection::new(code, format!("{place}: {what}"));
-    if !row.is_object() {
-        return Err(at(RejectCode::InvalidRow, "must be an object".into()));
-    }
-    let text = |field: &str| -> Result<Option<&str>, Rejection> {
-        match row.get(field) {
-            None | Some(Node::Null) => Ok(None),
-            Some(Node::String(s)) => Ok(Some(s.as_ref())),
-            Some(_) => Err(at(
-                RejectCode::InvalidRow,
-                format!("{field} must be a string"),
-            )),
-        }
-    };
-    let terms = Terms::read(row).map_err(|problems| terms_refusal(place, problems))?;
-    let sku = text("sku")?.ok_or_else(|| at(RejectCode::InvalidRow, "sku is missing".into()))?;
-    let unit = text("unit")?.ok_or_else(|| at(RejectCode::InvalidRow, "unit is missing".into()))?;
-    // The packaging the row names (reel, cut-tape) is the item's; without one, its unit is.
-    let packaging = terms.packaging.as_deref().unwrap_or(unit);
-    let item = CanonicalItem::new(sku, text("revision")?, Some(packaging), text("condition")?)
-        .map_err(|e| at(RejectCode::InvalidRow, e.to_string()))?;
-    let quantity =
-        parse_quantity(row.get("quantity")).map_err(|why| at(RejectCode::InvalidQuantity, why))?;
-    let price =
-        row_price(row.get("price"), &terms).map_err(|why| at(RejectCode::InvalidPrice, why))?;
-    let currency = text("currency")?.unwrap_or_default();
-    if !is_iso4217_currency(currency) {
-        let shown: String = currency.chars().take(8).collect();
-        return Err(at(
-            RejectCode::UnknownCurrency,
-            format!("currency {shown:?} is not an active ISO 4217 code"),
-        ));
-    }
-    let observed_at = match text("observed_at")? {
-        Some(t) => Timestamp::parse(t)
-            .map_err(|e| at(RejectCode::InvalidRow, format!("observed_at: {e}")))?,
-        None => default_observed_at
-            .ok_or_else(|| at(RejectCode::InvalidRow, "observed_at is missing".into()))?,
-    };
-    Ok(NormalizedRow {
-        source_record: sku.to_owned(),
-        item,
-        quantity,
-        quantity_basis: unit.trim().to_ascii_lowercase(),
-        price,
-        currency: currency.to_owned(),
-        observed_at,
-        terms,
-        canonical,
-    })
-}
-
-/// The row's price: as written, or the first price break's when the row names none; a price
-/// beside breaks must be the first break's (by value), or the row contradicts itself.
-fn row_price(value: Option<&Node<'_>>, terms: &Terms) -> Result<Price, String> {
-    let first_break = terms.price_breaks.first().map(|b| &b.unit_price);
-    let price = match (value, first_break) {
-        (Some(Node::String(s)), _) => Price::parse(s).map_err(|e| format!("price {s:?}: {e}"))?,
-        (Some(Node::Number(_)), _) => {
-            return Err(
-                "price must be a decimal string such as \"820.00\", not a JSON number".into(),
-            )
-        }
-        (None | Some(Node::Null), Some(first)) => return Ok(first.clone()),
-        _ => return Err("price is missing or not a string".into()),
-    };
-    match first_break {
-        Some(first) if compare_decimals(price.as_str(), first.as_str()).is_ne() => Err(format!(
-            "price {} is not the first price break's unit price {}",
-            price.as_str(),
-            first.as_str()
-        )),
-        _ => Ok(price),
-    }
-}
-
-/// A refusal naming every problem of a row's terms, with their code when they share one.
-fn terms_refusal(place: &str, problems: Vec<(RejectCode, String)>) -> Rejection {
-    let code = match problems.iter().all(|(c, _)| *c == problems[0].0) {
-        true => problems[0].0,
-        false => RejectCode::InvalidRow,
-    };
-    let listed: Vec<String> = problems.into_iter().map(|(_, m)| m).collect();
-    Rejection::new(code, format!("{place}: {}", listed.join("; ")))
-}
-
-/// The largest quantity accepted: 2^53 - 1, the largest integer every JSON reader keeps exact
-/// (a JavaScript client reads a larger one rounded);
-/// docs/adr/0012-supported-ranges-of-stored-values.md.
-pub const MAX_QUANTITY: u64 = (1 << 53) - 1;
+/// The largest quantity accepted (docs/adr/0012-supported-ranges-of-stored-values.md).
+pub use crate::domain::quantity::MAX_QUANTITY;
 
 /// A number written as digits only, as `u64`.
 fn whole_number(value: &Node<'_>) -> Option<u64> {
@@ -500,32 +420,6 @@ fn whole_number(value: &Node<'_>) -> Option<u64> {
         }
         _ => None,
     }
-}
-
-fn parse_quantity(value: Option<&Node<'_>>) -> Result<u64, String> {
-    let literal = match value {
-        Some(Node::Number(n)) => n.as_ref(),
-        Some(_) => return Err("quantity must be a JSON number".into()),
-        None => return Err("quantity is missing".into()),
-    };
-    if literal.bytes().all(|b| b.is_ascii_digit()) {
-        return literal
-            .parse()
-            .ok()
-            .filter(|q| *q <= MAX_QUANTITY)
-            .ok_or_else(|| format!("quantity {literal} is larger than {MAX_QUANTITY}"));
-    }
-    // Negative: a minus sign before a mantissa that is not zero (`-0` and `-0.0` are not).
-    let negative = literal.strip_prefix('-').is_some_and(|unsigned| {
-        unsigned
-            .split(['e', 'E'])
-            .next()
-            .is_some_and(|mantissa| mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b)))
-    });
-    if negative {
-        return Err(format!("quantity {literal} is negative"));
-    }
-    Err(format!("quantity {literal} is not a whole number"))
 }
 
 #[cfg(test)]
@@ -618,7 +512,8 @@ mod tests {
         assert_eq!(
             two.message,
             "2 rows refused: row 0: quantity -1 is negative; row 2: quantity 6.5 is not a \
-             whole number"
+             whole number (its unit counts whole units unless the connector declares decimal \
+             places for it)"
         );
         let mixed = refused(&[currency, negative]);
         assert_eq!(mixed.code, RejectCode::InvalidRow);
@@ -663,7 +558,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(rows.len(), 1);
-        assert_eq!((rows[0].quantity, rows[0].price.as_str()), (6, "820.00"));
+        assert_eq!(
+            (rows[0].quantity.whole(), rows[0].price.as_str()),
+            (Some(6), "820.00")
+        );
         let negative = b"sku,quantity,unit,price,currency,observed_at\nAX-1,-2,each,1.00,EUR,2026-11-29T08:00:00Z\n";
         let err = normalize(
             PayloadFormat::CsvOffersV1,

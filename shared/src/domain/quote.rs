@@ -5,6 +5,7 @@
 //! as floats. Offers in different currencies are never compared (no conversion).
 
 use crate::domain::money::Price;
+use crate::domain::quantity::Quantity;
 use crate::domain::terms::{Decimal, Terms};
 use crate::domain::timestamp::Timestamp;
 use num_bigint::BigUint;
@@ -41,7 +42,7 @@ pub struct Quote {
 
 /// The offer's side of a quote: its stock, price and terms.
 pub struct Offered<'a> {
-    pub stock: u64,
+    pub stock: &'a Quantity,
     pub price: &'a Price,
     pub currency: &'a str,
     pub terms: &'a Terms,
@@ -73,7 +74,7 @@ impl Quote {
                 why.push(format!("not a multiple of {}", multiple.as_str()));
             }
         }
-        if q.cmp(&Exact::whole(offered.stock)).is_gt() {
+        if q.cmp(&Exact::of(offered.stock.as_str())).is_gt() {
             why.push(format!("more than the {} in stock", offered.stock));
         }
         let extended = unit_price.map(|p| extended_price(&q, p, terms.price_basis.as_ref()));
@@ -153,13 +154,6 @@ impl Exact {
         Exact {
             digits: BigUint::parse_bytes(digits.as_bytes(), 10).unwrap_or_default(),
             scale: frac.len() as u32,
-        }
-    }
-
-    fn whole(n: u64) -> Exact {
-        Exact {
-            digits: BigUint::from(n),
-            scale: 0,
         }
     }
 

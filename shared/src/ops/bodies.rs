@@ -6,6 +6,7 @@ use super::{QuarantineResolution, ResolutionEvent, PRESIGN_SECONDS};
 use crate::domain::connector::{IdentityRule, PayloadFormat};
 use crate::domain::ids::{ConnectorId, ObservationId, SourceAccount, TenantId};
 use crate::domain::model::{QuarantineEntry, ReplayRecord, Run, RunStatus};
+use crate::domain::quantity::Quantity;
 use crate::domain::timestamp::Timestamp;
 use crate::intake::poller::ExportRun;
 use crate::protocols::query::HistoryEntry;
@@ -350,7 +351,7 @@ pub struct QuarantinedClaim {
 #[derive(Debug, Clone, Serialize)]
 pub struct QuarantinedRow {
     pub source_record: String,
-    pub quantity: u64,
+    pub quantity: Quantity,
     pub price: String,
     pub currency: String,
     pub observed_at: String,

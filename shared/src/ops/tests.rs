@@ -439,7 +439,7 @@ fn a_source_without_claims_has_null_freshness_and_an_unreadable_payload_no_claim
         reason: None,
         row: Some(bodies::QuarantinedRow {
             source_record: "r1".into(),
-            quantity: 5,
+            quantity: 5.into(),
             price: "820.00".into(),
             currency: "EUR".into(),
             observed_at: "2026-11-29T08:00:00Z".into(),

@@ -157,7 +157,9 @@ pub async fn handle_read(
         },
         ["v1", "observations", id] => answer(service.observation(principal, id).await),
         ["v1", "items"] => match found_part(query) {
-            Ok(mpn) => answer(service.items(principal, mpn, now).await),
+            Ok((mpn, manufacturer)) => {
+                answer(service.items(principal, mpn, manufacturer, now).await)
+            }
             Err(refusal) => refusal,
         },
         _ => HttpResponse::error(404, "not_found", "no such route"),
@@ -239,19 +241,19 @@ fn limit_of(query: &HashMap<String, String>) -> Result<i32, HttpResponse> {
     }
 }
 
-/// The `mpn` of `GET /v1/items`; a `manufacturer` is refused, not ignored: items do not
-/// record one yet.
-fn found_part(query: &HashMap<String, String>) -> Result<&str, HttpResponse> {
-    if query.contains_key("manufacturer") {
-        return Err(invalid(
-            "manufacturer is not recorded on items yet; find items by mpn alone",
-        ));
-    }
-    query
+/// The `mpn` and optional `manufacturer` of `GET /v1/items`.
+fn found_part(query: &HashMap<String, String>) -> Result<(&str, Option<&str>), HttpResponse> {
+    let mpn = query
         .get("mpn")
         .map(String::as_str)
         .filter(|mpn| !mpn.trim().is_empty())
-        .ok_or_else(|| invalid("mpn is required (a manufacturer part number, percent-encoded)"))
+        .ok_or_else(|| invalid("mpn is required (a manufacturer part number, percent-encoded)"))?;
+    match query.get("manufacturer").map(String::as_str) {
+        Some(m) if m.trim().is_empty() => Err(invalid(
+            "manufacturer, when given, must not be empty (leave it out to list every manufacturer)",
+        )),
+        manufacturer => Ok((mpn, manufacturer)),
+    }
 }
 
 fn invalid(message: &str) -> HttpResponse {

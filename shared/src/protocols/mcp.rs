@@ -261,7 +261,8 @@ fn find_items_tool() -> Tool {
         schema(json!({
             "type": "object",
             "properties": {
-                "mpn": {"type": "string", "description": "The manufacturer part number as written, e.g. LM358DR/NOPB"}
+                "mpn": {"type": "string", "description": "The manufacturer part number as written, e.g. LM358DR/NOPB"},
+                "manufacturer": {"type": "string", "description": "Only the items of this manufacturer, as the sources name it (any case), e.g. Texas Instruments"}
             },
             "required": ["mpn"],
             "additionalProperties": false
@@ -343,9 +344,18 @@ struct Arguments(JsonObject);
 impl Arguments {
     fn string(&self, name: &str) -> Result<&str, String> {
         match self.0.get(name) {
-            Some(Value::String(s)) if !s.is_empty() => Ok(s),
-            Some(_) => Err(format!("{name} must be a non-empty string")),
             None => Err(format!("{name} is required")),
+            Some(_) => self
+                .optional_string(name)?
+                .ok_or_else(|| format!("{name} must be a non-empty string")),
+        }
+    }
+
+    fn optional_string(&self, name: &str) -> Result<Option<&str>, String> {
+        match self.0.get(name) {
+            Some(Value::String(s)) if !s.is_empty() => Ok(Some(s)),
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => Err(format!("{name} must be a non-empty string")),
         }
     }
 
@@ -395,6 +405,7 @@ enum ToolCall<'a> {
     },
     Items {
         mpn: &'a str,
+        manufacturer: Option<&'a str>,
     },
 }
 
@@ -427,6 +438,7 @@ impl<'a> ToolCall<'a> {
             },
             "find_items" => Self::Items {
                 mpn: args.string("mpn").map_err(invalid)?,
+                manufacturer: args.optional_string("manufacturer").map_err(invalid)?,
             },
             other => return Err(CallError::UnknownTool(other.to_owned())),
         })
@@ -583,9 +595,12 @@ impl ToolAnswer {
 
 fn items_summary(body: &ItemsResponse) -> Vec<String> {
     let mut lines = vec![format!(
-        "{} item(s) of part number {}{}.",
+        "{} item(s) of part number {}{}{}.",
         body.items.len(),
         body.mpn,
+        body.manufacturer
+            .as_ref()
+            .map_or(String::new(), |m| format!(" by {m}")),
         if body.truncated {
             " (the first 100)"
         } else {
@@ -594,8 +609,11 @@ fn items_summary(body: &ItemsResponse) -> Vec<String> {
     )];
     for i in &body.items {
         lines.push(format!(
-            "- {}: packaging {}, condition {}{}, {} current offer(s)",
+            "- {}: {}packaging {}, condition {}{}, {} current offer(s)",
             i.item,
+            i.manufacturer
+                .as_ref()
+                .map_or(String::new(), |m| format!("manufacturer {m}, ")),
             i.packaging,
             i.condition,
             i.revision
@@ -686,8 +704,8 @@ impl OfferTools {
                 .observation(principal, observation_id)
                 .await
                 .map(|detail| ToolAnswer::Observation(Box::new(detail))),
-            ToolCall::Items { mpn } => query
-                .items(principal, mpn, now)
+            ToolCall::Items { mpn, manufacturer } => query
+                .items(principal, mpn, manufacturer, now)
                 .await
                 .map(ToolAnswer::Items),
         };

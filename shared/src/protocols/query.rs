@@ -3,7 +3,7 @@
 //! the same visibility rules (uncommitted deliveries and unpublished runs are never shown).
 
 use crate::domain::ids::{ObservationId, TenantId};
-use crate::domain::item::CanonicalItem;
+use crate::domain::item::{CanonicalItem, ItemParts};
 use crate::domain::model::Observation;
 use crate::domain::terms::Decimal;
 use crate::domain::timestamp::Timestamp;
@@ -140,41 +140,51 @@ impl QueryService {
         })
     }
 
-    /// The tenant's items of part number `mpn` (every packaging, condition and revision), each
-    /// with its number of current offers as the offers read counts them.
+    /// The tenant's items of part number `mpn` (every manufacturer, packaging, condition and
+    /// revision; of `manufacturer` alone when one is given), each with its number of current
+    /// offers as the offers read counts them. Both are read under the item rules (trimmed, NFC,
+    /// ASCII letters upper-cased), as the items hold them.
     pub async fn items(
         &self,
         principal: &Principal,
         mpn: &str,
+        manufacturer: Option<&str>,
         now: Timestamp,
     ) -> Result<ItemsResponse, QueryError> {
-        let part = CanonicalItem::new(mpn, None, None, None)
-            .map_err(|e| QueryError::InvalidRequest(format!("mpn {}: {e}", quoted(mpn))))?;
-        let mut keys = self
+        let parts = ItemParts {
+            part_number: mpn,
+            manufacturer,
+            ..ItemParts::default()
+        };
+        let part = CanonicalItem::of(parts).map_err(|e| {
+            let asked = manufacturer.map_or(String::new(), |m| format!(" of {}", quoted(m)));
+            QueryError::InvalidRequest(format!("mpn {}{asked}: {e}", quoted(mpn)))
+        })?;
+        let mut found = Vec::new();
+        for key in self
             .projection
             .items_of_part(&principal.tenant, &part)
-            .await?;
-        let truncated = keys.len() > MAX_LISTED_ITEMS;
-        keys.truncate(MAX_LISTED_ITEMS);
-        let mut items = Vec::with_capacity(keys.len());
-        for key in keys {
+            .await?
+        {
             // The index holds keys ingest wrote from valid items: one that does not parse is
             // a defect to report, not an item to leave out quietly.
             let item = CanonicalItem::parse_key(&key).map_err(|e| {
                 StoreError::Invariant(format!("the by_part index holds item key {key:?}: {e}"))
             })?;
+            if made_by(&item, part.manufacturer.as_deref()) {
+                found.push((key, item));
+            }
+        }
+        let truncated = found.len() > MAX_LISTED_ITEMS;
+        found.truncate(MAX_LISTED_ITEMS);
+        let mut items = Vec::with_capacity(found.len());
+        for (key, item) in found {
             let current_offers = self.offers(principal, &key, None, now).await?.offers.len();
-            items.push(ListedItem {
-                item: key,
-                part_number: item.part_number,
-                revision: item.revision,
-                packaging: item.packaging_unit,
-                condition: item.condition,
-                current_offers,
-            });
+            items.push(ListedItem::of(key, item, current_offers));
         }
         Ok(ItemsResponse {
             mpn: part.part_number,
+            manufacturer: part.manufacturer,
             as_of: now,
             items,
             truncated,
@@ -277,4 +287,9 @@ fn quoted(text: &str) -> String {
     } else {
         format!("{shown:?}")
     }
+}
+
+/// Whether `item` is of `manufacturer` (as items hold it; `None`: any).
+fn made_by(item: &CanonicalItem, manufacturer: Option<&str>) -> bool {
+    manufacturer.is_none_or(|asked| item.manufacturer.as_deref() == Some(asked))
 }

@@ -213,6 +213,16 @@ fn other_argument_cases() -> Vec<ArgumentCase> {
             json!({"mpn": "AX\u{200B}440"}),
             "invalid arguments",
         ),
+        (
+            "find_items",
+            json!({"mpn": "AX-440", "manufacturer": 7}),
+            "manufacturer must be a non-empty string",
+        ),
+        (
+            "find_items",
+            json!({"mpn": "AX-440", "manufacturer": "T\u{200B}I"}),
+            "invalid item manufacturer",
+        ),
         ("get_offer_history", json!({}), "item is required"),
         (
             "get_offer_history",

@@ -378,6 +378,18 @@ fn escape_cases() -> Vec<WireCase> {
             INVALID,
         ),
         (
+            "an empty manufacturer to find",
+            "/v1/items?mpn=LM358&manufacturer=",
+            Some(READER_TOKEN),
+            INVALID,
+        ),
+        (
+            "an invisible character in a manufacturer",
+            "/v1/items?mpn=LM358&manufacturer=T%E2%80%8BI",
+            Some(READER_TOKEN),
+            INVALID,
+        ),
+        (
             "not UTF-8 in an item",
             "/v1/items/%FF/offers",
             Some(READER_TOKEN),

@@ -20,6 +20,7 @@ use crate::domain::connector::{
     Publication, DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_HORIZON_DAYS, DEFAULT_MAX_BODY_BYTES,
 };
 use crate::domain::fingerprint::CanonicalizationRule;
+use crate::domain::normalize::RowRules;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -52,6 +53,22 @@ pub struct Definition {
     pub clock_skew_seconds: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_cadence_minutes: Option<u32>,
+    /// The decimal places a quantity may have, by unit (any case); others count whole units.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unit_decimal_places: BTreeMap<String, u8>,
+}
+
+impl Definition {
+    /// The row rules this definition declares (units lower-cased, as the rows' units are).
+    pub fn row_rules(&self) -> RowRules {
+        RowRules {
+            unit_decimal_places: self
+                .unit_decimal_places
+                .iter()
+                .map(|(unit, places)| (unit.to_ascii_lowercase(), *places))
+                .collect(),
+        }
+    }
 }
 
 fn default_horizon_days() -> u32 {
@@ -323,6 +340,10 @@ fn default_decimal_separator() -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fields {
     pub sku: Field,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpn: Option<Field>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manufacturer: Option<Field>,
     pub quantity: Field,
     pub unit: Field,
     pub price: Field,
@@ -359,8 +380,8 @@ pub struct Fields {
 }
 
 impl Fields {
-    /// Each declared field with its name, in a fixed order: the six required ones, revision
-    /// and condition, then the plain terms in the order of [`TERM_FIELDS`]. The price breaks
+    /// Each declared field with its name, in a fixed order: the six required ones, mpn,
+    /// manufacturer, revision and condition, then the plain terms in the order of [`TERM_FIELDS`]. The price breaks
     /// are not among them (see [`Fields::price_breaks`]).
     pub fn declared(&self) -> Vec<(&'static str, &Field)> {
         let mut fields = vec![
@@ -371,6 +392,8 @@ impl Fields {
             ("currency", &self.currency),
             ("observed_at", &self.observed_at),
         ];
+        fields.extend(self.mpn.as_ref().map(|f| ("mpn", f)));
+        fields.extend(self.manufacturer.as_ref().map(|f| ("manufacturer", f)));
         fields.extend(self.revision.as_ref().map(|f| ("revision", f)));
         fields.extend(self.condition.as_ref().map(|f| ("condition", f)));
         let terms = [

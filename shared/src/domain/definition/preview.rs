@@ -7,6 +7,7 @@ use crate::domain::canonical_json::parse_node;
 use crate::domain::mapping::json_path::JsonPath;
 use crate::domain::mapping::Mapping;
 use crate::domain::normalize::{normalize_mapped, RefusedRow};
+use crate::domain::quantity::Quantity;
 use serde::Serialize;
 
 /// The answer of a preview.
@@ -33,7 +34,7 @@ pub struct Preview {
 pub struct PreviewRow {
     pub item: String,
     pub sku: String,
-    pub quantity: u64,
+    pub quantity: Quantity,
     pub unit: String,
     pub price: String,
     pub currency: String,
@@ -103,7 +104,7 @@ fn row_of(row: &crate::domain::normalize::NormalizedRow) -> PreviewRow {
     PreviewRow {
         item: row.item.key(),
         sku: row.source_record.clone(),
-        quantity: row.quantity,
+        quantity: row.quantity.clone(),
         unit: row.quantity_basis.clone(),
         price: row.price.as_str().to_owned(),
         currency: row.currency.clone(),

@@ -351,3 +351,72 @@ fn every_json_terms_mistake_names_its_place() {
         );
     }
 }
+
+/// The German file's cable, 2,5 m of it, and a bolt, through `document`.
+fn cable_and_bolt(document: &Value) -> crate::domain::normalize::Normalized {
+    let body = "Artikelnummer;Bestand;Einheit;Preis;W\u{e4}hrung;Stand\r\n\
+                NYM-J-3X1.5;2,5;m;1,89;EUR;29.11.2026 08:15\r\n\
+                M6-bolt;7;Stk;0,10;EUR;29.11.2026 08:15\r\n";
+    let body: Vec<u8> = body.chars().map(|c| c as u32 as u8).collect();
+    let definition = Definition::read(document).unwrap();
+    let mapping = crate::domain::mapping::Mapping::compile(&definition).unwrap();
+    crate::domain::normalize::normalize_mapped(
+        &mapping,
+        crate::domain::fingerprint::CanonicalizationRule::BytesV1,
+        &body,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_unit_with_declared_places_takes_a_decimal_quantity_and_the_others_stay_whole() {
+    let mut document = german_csv();
+    let whole = cable_and_bolt(&document);
+    assert_eq!(
+        whole.rows.len(),
+        1,
+        "only the bolt: metres count whole units"
+    );
+    assert!(whole.refused[0]
+        .reason
+        .contains("quantity 2.5 is not a whole number"));
+    document["unit_decimal_places"] = json!({ "Metre": 1 });
+    let cable = cable_and_bolt(&document);
+    assert!(cable.refused.is_empty(), "{:?}", cable.refused);
+    let quantities: Vec<(&str, &str)> = cable
+        .rows
+        .iter()
+        .map(|r| (r.quantity_basis.as_str(), r.quantity.as_str()))
+        .collect();
+    assert_eq!(quantities, [("metre", "2.5"), ("each", "7")]);
+}
+
+#[test]
+fn the_manufacturer_and_its_part_number_are_mapped_beside_the_sku() {
+    let mut document = german_csv();
+    document["fields"]["mpn"] =
+        json!({ "column": "Artikelnummer", "map": { "M6-bolt": "iso4017-m6x20" } });
+    document["fields"]["manufacturer"] = json!({ "constant": "Würth" });
+    document["unit_decimal_places"] = json!({ "metre": 1 });
+    let read = cable_and_bolt(&document);
+    assert_eq!(read.rows[1].item.key(), "ISO4017-M6X20~mWüRTH~each~new");
+    assert_eq!(read.rows[1].source_record, "M6-bolt");
+    let written = serde_json::to_value(Definition::read(&document).unwrap()).unwrap();
+    assert_eq!(written["fields"]["manufacturer"]["constant"], "Würth");
+    assert_eq!(written["unit_decimal_places"], json!({ "metre": 1 }));
+}
+
+#[test]
+fn bad_places_get_their_pointers() {
+    let mut document = german_csv();
+    document["unit_decimal_places"] = json!({ "metre": 7, "two words": 1 });
+    document["fields"]["manufacturer"] = json!({ "column": "Hersteller", "constant": "X" });
+    assert_eq!(
+        pointers(&document),
+        [
+            "/fields/manufacturer",
+            "/unit_decimal_places",
+            "/unit_decimal_places/metre"
+        ]
+    );
+}

@@ -25,6 +25,7 @@ pub use xml_rows::parse_path as parse_xml_path;
 use crate::domain::canonical_json::{CanonicalJsonError, Node};
 use crate::domain::definition::{Definition, Field, Format, Problem};
 use crate::domain::fingerprint::CanonicalizationRule;
+use crate::domain::normalize::RowRules;
 use crate::domain::timestamp::Timestamp;
 use json_path::JsonPath;
 use std::borrow::Cow;
@@ -44,6 +45,8 @@ pub struct Mapping {
     /// How many fields have a slot (the plain ones, then the price breaks').
     slots: usize,
     conventions: Conventions,
+    /// What the definition declares about its rows (case rule, units' decimal places).
+    rules: RowRules,
 }
 
 #[derive(Debug, Clone)]
@@ -123,9 +126,15 @@ impl Mapping {
                 breaks,
                 slots,
                 conventions,
+                rules: definition.row_rules(),
             }),
             _ => Err(problems),
         }
+    }
+
+    /// The rules the rows read through this mapping follow.
+    pub fn rules(&self) -> &RowRules {
+        &self.rules
     }
 
     /// The rows of `body` (at most `max_rows`; more refuse the delivery).
@@ -231,6 +240,8 @@ impl Mapping {
         let conventions = &self.conventions;
         Ok(Some(match field.kind {
             Kind::Whole => Node::Number(Cow::Owned(conventions.into_whole_number(value)?)),
+            // Digits with a dot: a JSON number literal, whose places the row rules check.
+            Kind::Quantity => Node::Number(Cow::Owned(conventions.into_quantity(value)?)),
             Kind::Decimal => Node::String(Cow::Owned(conventions.into_decimal(value)?)),
             Kind::Time(index) => Node::String(Cow::Owned(
                 conventions.time_through_memo(value, memo.of(index))?,

@@ -17,8 +17,10 @@ use std::borrow::Cow;
 /// How a field's text becomes its row value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
-    /// A whole number (`quantity`, `lead_time_days`): a JSON number.
+    /// A whole number (`lead_time_days`): a JSON number.
     Whole,
+    /// The offer's quantity: a decimal written with a dot afterwards, as a JSON number.
+    Quantity,
     /// A decimal written with a dot afterwards: a string.
     Decimal,
     /// A time, RFC 3339 in UTC afterwards, through the memo of its index in [`TimeMemos`].
@@ -33,7 +35,7 @@ pub(super) enum Kind {
 /// written are converted by their kind too, where the offer's stay as they are).
 pub(super) fn kind_of(name: &str) -> (Kind, bool) {
     match name {
-        "quantity" => (Kind::Whole, false),
+        "quantity" => (Kind::Quantity, false),
         "price" => (Kind::Decimal, false),
         "observed_at" => (Kind::Time(0), false),
         "lead_time_days" => (Kind::Whole, true),
@@ -75,6 +77,8 @@ pub(super) fn kept(kind: Kind, node: Node<'static>) -> Result<Kept, String> {
             Ok(Kept::Value(Node::Number(n)))
         }
         (Kind::Whole, other) => Err(format!("{} is not a whole number", kept_text(&other))),
+        (Kind::Quantity, Node::Number(n)) => Ok(Kept::Value(Node::Number(n))),
+        (Kind::Quantity, other) => Err(format!("{} is not a number", kept_text(&other))),
         (Kind::Bool, Node::Bool(b)) => Ok(Kept::Value(Node::Bool(b))),
         (Kind::Bool, other) => Err(format!("{} is not true or false", kept_text(&other))),
         (Kind::Time(_) | Kind::Text, other) => super::node_text(&other).map(Kept::Text),

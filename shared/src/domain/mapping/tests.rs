@@ -108,7 +108,7 @@ fn every_bad_row_is_named_by_its_line_beside_the_good_ones() {
     );
     let why = page.rows[0].row.as_ref().unwrap_err();
     assert!(
-        why.starts_with("quantity: \"viele\" is not a whole number"),
+        why.starts_with("quantity: \"viele\" is not a number"),
         "{why}"
     );
     let why = page.rows[3].row.as_ref().unwrap_err();

@@ -146,6 +146,18 @@ impl Conventions {
         }
     }
 
+    /// A quantity written with the document's separators: digits with at most one dot
+    /// afterwards (`1.234,5` -> `1234.5`), a JSON number; the normalizer checks its places.
+    pub fn into_quantity(&self, text: String) -> Result<String, String> {
+        let decimal = self.into_decimal(text)?;
+        let (whole, fraction) = decimal.split_once('.').unwrap_or((&decimal, "0"));
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        match digits(whole) && digits(fraction) {
+            true => Ok(decimal),
+            false => Err(format!("{} is not a number", shown(&decimal))),
+        }
+    }
+
     /// A decimal written with the document's separators, with a dot (`1.234,50` -> `1234.50`);
     /// the normalizer checks it as a price.
     pub fn decimal(&self, text: &str) -> Result<String, String> {

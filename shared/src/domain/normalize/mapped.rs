@@ -2,7 +2,7 @@
 //! rules as every format, each refused row kept with its place and reason beside the rows
 //! that pass, and the payload's fingerprint, which covers the whole body whatever was refused.
 
-use super::{normalize_row, refuse_ambiguous, NormalizedRow, MAX_ROWS};
+use super::{normalize_row, refuse_ambiguous, NormalizedRow, RowRules, MAX_ROWS};
 use crate::domain::canonical_json::canonical_bytes;
 use crate::domain::fingerprint::{CanonicalizationRule, Fingerprint};
 use crate::domain::hashing::sha256_hex;
@@ -76,7 +76,8 @@ pub fn normalize_mapped(
         }
         None => fingerprint_under(mapping, rule, body)?,
     };
-    let (mut rows, refused) = validate_rows(&mut page, rule.orders_rows_canonically());
+    let ordered = rule.orders_rows_canonically();
+    let (mut rows, refused) = validate_rows(&mut page, ordered, mapping.rules());
     refuse_ambiguous(&rows)?;
     if rule.orders_rows_canonically() {
         rows.sort_by(|a, b| a.canonical.cmp(&b.canonical));
@@ -95,7 +96,11 @@ pub fn normalize_mapped(
 /// Each read row through the row rules: the offers, and every refusal with its place.
 /// The rows are taken out of `page`. A text row's canonical bytes are written only when the
 /// rows are ordered by them (`ordered`).
-fn validate_rows(page: &mut PageRead, ordered: bool) -> (Vec<NormalizedRow>, Vec<RefusedRow>) {
+fn validate_rows(
+    page: &mut PageRead,
+    ordered: bool,
+    rules: &RowRules,
+) -> (Vec<NormalizedRow>, Vec<RefusedRow>) {
     let mut rows = Vec::with_capacity(page.rows.len());
     let mut refused = Vec::new();
     for read in std::mem::take(&mut page.rows) {
@@ -106,7 +111,13 @@ fn validate_rows(page: &mut PageRead, ordered: bool) -> (Vec<NormalizedRow>, Vec
                     (true, true) => canonical_bytes(node),
                     (true, false) => Vec::new(),
                 };
-                normalize_row(&read.place, node, page.default_observed_at, canonical)
+                normalize_row(
+                    &read.place,
+                    node,
+                    page.default_observed_at,
+                    canonical,
+                    rules,
+                )
             }
             Err(why) => Err(Rejection::new(
                 RejectCode::InvalidRow,

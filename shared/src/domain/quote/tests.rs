@@ -1,5 +1,6 @@
 use super::*;
 use crate::domain::canonical_json::parse_node;
+use crate::domain::quantity::Quantity;
 use crate::domain::terms::decimal_text;
 use proptest::prelude::*;
 
@@ -26,8 +27,9 @@ const DISTRIBUTOR: &str = r#"{"price_breaks":[{"min_quantity":1000,"unit_price":
 fn quote(q: &str, stock: u64, price: &str, terms_json: &str) -> Quote {
     let terms = terms(terms_json);
     let price = Price::parse(price).unwrap();
+    let stock = Quantity::from(stock);
     let offered = Offered {
-        stock,
+        stock: &stock,
         price: &price,
         currency: "USD",
         terms: &terms,

@@ -559,7 +559,7 @@ impl IngestService {
                 identity_strength: record.identity_strength,
                 epoch: record.epoch,
                 row_index: index as u32,
-                quantity: row.quantity,
+                quantity: row.quantity.clone(),
                 quantity_basis: row.quantity_basis.clone(),
                 price: row.price.clone(),
                 currency: row.currency.clone(),

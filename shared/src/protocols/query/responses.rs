@@ -4,7 +4,9 @@
 //! when unknown); a key it marks optional is left out when it does not apply.
 
 use crate::domain::ids::{ConnectorId, IdentityStrength, ObservationId, RunId, SourceAccount};
+use crate::domain::item::CanonicalItem;
 use crate::domain::model::{DedupConfidence, Observation};
+use crate::domain::quantity::Quantity;
 use crate::domain::quote::{rank, Offered, Quote};
 use crate::domain::terms::{Decimal, Terms};
 use crate::domain::timestamp::Timestamp;
@@ -21,7 +23,7 @@ pub struct ObservationBody {
     pub source_record: String,
     pub delivery_key: String,
     pub identity_strength: IdentityStrength,
-    pub quantity: u64,
+    pub quantity: Quantity,
     pub quantity_basis: String,
     /// A decimal string, never a float.
     pub price: String,
@@ -49,7 +51,7 @@ impl From<&Observation> for ObservationBody {
             source_record: o.source_record.clone(),
             delivery_key: o.delivery_key.clone(),
             identity_strength: o.identity_strength,
-            quantity: o.quantity,
+            quantity: o.quantity.clone(),
             quantity_basis: o.quantity_basis.clone(),
             price: o.price.as_str().to_owned(),
             currency: o.currency.clone(),
@@ -137,8 +139,11 @@ pub struct OffersResponse {
 /// `GET /v1/items?mpn=`: the canonical items of a part number.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ItemsResponse {
-    /// The part number as items hold it (trimmed, NFC, ASCII letters upper-cased).
+    /// The part number asked about (trimmed, NFC, ASCII letters upper-cased).
     pub mpn: String,
+    /// The manufacturer asked about, written as `mpn` is; absent when none was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manufacturer: Option<String>,
     pub as_of: Timestamp,
     /// Sorted by key.
     pub items: Vec<ListedItem>,
@@ -151,10 +156,27 @@ pub struct ItemsResponse {
 pub struct ListedItem {
     pub item: String,
     pub part_number: String,
+    /// Absent on an item whose source names no manufacturer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manufacturer: Option<String>,
     pub revision: Option<String>,
     pub packaging: String,
     pub condition: String,
     pub current_offers: usize,
+}
+
+impl ListedItem {
+    pub fn of(key: String, item: CanonicalItem, current_offers: usize) -> Self {
+        ListedItem {
+            item: key,
+            part_number: item.part_number,
+            manufacturer: item.manufacturer,
+            revision: item.revision,
+            packaging: item.packaging_unit,
+            condition: item.condition,
+            current_offers,
+        }
+    }
 }
 
 /// Which identity correction attributed a claim to this item, and when.
@@ -249,7 +271,7 @@ impl ObservationDetail {
 /// The quote of `quantity` from the stored observation `o` at `now`.
 pub(super) fn quote_of(o: &Observation, quantity: &Decimal, now: Timestamp) -> Quote {
     let offered = Offered {
-        stock: o.quantity,
+        stock: &o.quantity,
         price: &o.price,
         currency: &o.currency,
         terms: &o.terms,
@@ -310,7 +332,7 @@ mod tests {
             identity_strength: IdentityStrength::Fallback,
             epoch: 2,
             row_index: 3,
-            quantity: 18_446_744_073_709_551_615,
+            quantity: 18_446_744_073_709_551_615.into(),
             quantity_basis: "each".into(),
             price: Price::parse("12.50").unwrap(),
             currency: "EUR".into(),

@@ -1,0 +1,176 @@
+//! The row rules: one row object (the same for every format) becomes one offer, or a refusal
+//! naming what is wrong with it. A connector definition declares the rules a source's rows
+//! follow ([`RowRules`]); the built-in formats follow the defaults.
+
+use super::NormalizedRow;
+use crate::domain::canonical_json::Node;
+use crate::domain::currency::is_iso4217_currency;
+use crate::domain::item::{CanonicalItem, ItemParts};
+use crate::domain::money::Price;
+use crate::domain::quantity::Quantity;
+use crate::domain::reject::{RejectCode, Rejection};
+use crate::domain::terms::{compare_decimals, Terms};
+use crate::domain::timestamp::Timestamp;
+use std::collections::BTreeMap;
+
+/// What a source declares about its rows (a connector definition's `unit_decimal_places`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowRules {
+    /// The decimal places a quantity may have, by unit (lower-cased); a unit not listed counts
+    /// whole units.
+    pub unit_decimal_places: BTreeMap<String, u8>,
+}
+
+/// The rules of the built-in formats: whole quantities.
+pub(super) const LEGACY_RULES: RowRules = RowRules {
+    unit_decimal_places: BTreeMap::new(),
+};
+
+impl RowRules {
+    /// The decimal places a quantity in `unit` (lower-cased) may have.
+    pub fn places_of(&self, unit: &str) -> u8 {
+        self.unit_decimal_places.get(unit).copied().unwrap_or(0)
+    }
+}
+
+/// One row object's offer, or why it is refused (the message starts with `place`).
+pub(super) fn normalize_row(
+    place: &str,
+    row: &Node<'_>,
+    default_observed_at: Option<Timestamp>,
+    canonical: Vec<u8>,
+    rules: &RowRules,
+) -> Result<NormalizedRow, Rejection> {
+    let at = |code: RejectCode, what: String| Rejection::new(code, format!("{place}: {what}"));
+    if !row.is_object() {
+        return Err(at(RejectCode::InvalidRow, "must be an object".into()));
+    }
+    let text = |field: &str| -> Result<Option<&str>, Rejection> {
+        match row.get(field) {
+            None | Some(Node::Null) => Ok(None),
+            Some(Node::String(s)) => Ok(Some(s.as_ref())),
+            Some(_) => Err(at(
+                RejectCode::InvalidRow,
+                format!("{field} must be a string"),
+            )),
+        }
+    };
+    let terms = Terms::read(row).map_err(|problems| terms_refusal(place, problems))?;
+    let sku = text("sku")?.ok_or_else(|| at(RejectCode::InvalidRow, "sku is missing".into()))?;
+    let unit = text("unit")?.ok_or_else(|| at(RejectCode::InvalidRow, "unit is missing".into()))?;
+    let parts = ItemParts {
+        // The manufacturer's part number where the row names one; the supplier's SKU, which
+        // stays the observation's source record, where it does not.
+        part_number: text("mpn")?.unwrap_or(sku),
+        manufacturer: text("manufacturer")?,
+        revision: text("revision")?,
+        // The packaging the row names (reel, cut-tape) is the item's; without one, its unit is.
+        packaging_unit: Some(terms.packaging.as_deref().unwrap_or(unit)),
+        condition: text("condition")?,
+    };
+    let item = CanonicalItem::of(parts).map_err(|e| at(RejectCode::InvalidRow, e.to_string()))?;
+    let quantity_basis = unit.trim().to_ascii_lowercase();
+    let quantity = parse_quantity(row.get("quantity"), &quantity_basis, rules)
+        .map_err(|why| at(RejectCode::InvalidQuantity, why))?;
+    let places = term_places(&terms, rules.places_of(&quantity_basis));
+    if !places.is_empty() {
+        return Err(at(RejectCode::InvalidQuantity, places.join("; ")));
+    }
+    let price =
+        row_price(row.get("price"), &terms).map_err(|why| at(RejectCode::InvalidPrice, why))?;
+    let currency = text("currency")?.unwrap_or_default();
+    if !is_iso4217_currency(currency) {
+        let shown: String = currency.chars().take(8).collect();
+        return Err(at(
+            RejectCode::UnknownCurrency,
+            format!("currency {shown:?} is not an active ISO 4217 code"),
+        ));
+    }
+    let observed_at = match text("observed_at")? {
+        Some(t) => Timestamp::parse(t)
+            .map_err(|e| at(RejectCode::InvalidRow, format!("observed_at: {e}")))?,
+        None => default_observed_at
+            .ok_or_else(|| at(RejectCode::InvalidRow, "observed_at is missing".into()))?,
+    };
+    Ok(NormalizedRow {
+        source_record: sku.to_owned(),
+        item,
+        quantity,
+        quantity_basis,
+        price,
+        currency: currency.to_owned(),
+        observed_at,
+        terms,
+        canonical,
+    })
+}
+
+/// The row's price: as written, or the first price break's when the row names none; a price
+/// beside breaks must be the first break's (by value), or the row contradicts itself.
+fn row_price(value: Option<&Node<'_>>, terms: &Terms) -> Result<Price, String> {
+    let first_break = terms.price_breaks.first().map(|b| &b.unit_price);
+    let price = match (value, first_break) {
+        (Some(Node::String(s)), _) => Price::parse(s).map_err(|e| format!("price {s:?}: {e}"))?,
+        (Some(Node::Number(_)), _) => {
+            return Err(
+                "price must be a decimal string such as \"820.00\", not a JSON number".into(),
+            )
+        }
+        (None | Some(Node::Null), Some(first)) => return Ok(first.clone()),
+        _ => return Err("price is missing or not a string".into()),
+    };
+    match first_break {
+        Some(first) if compare_decimals(price.as_str(), first.as_str()).is_ne() => Err(format!(
+            "price {} is not the first price break's unit price {}",
+            price.as_str(),
+            first.as_str()
+        )),
+        _ => Ok(price),
+    }
+}
+
+/// A refusal naming every problem of a row's terms, with their code when they share one.
+fn terms_refusal(place: &str, problems: Vec<(RejectCode, String)>) -> Rejection {
+    let code = match problems.iter().all(|(c, _)| *c == problems[0].0) {
+        true => problems[0].0,
+        false => RejectCode::InvalidRow,
+    };
+    let listed: Vec<String> = problems.into_iter().map(|(_, m)| m).collect();
+    Rejection::new(code, format!("{place}: {}", listed.join("; ")))
+}
+
+/// The row's quantity in its unit (lower-cased), as the unit's declared places allow.
+fn parse_quantity(
+    value: Option<&Node<'_>>,
+    unit: &str,
+    rules: &RowRules,
+) -> Result<Quantity, String> {
+    match value {
+        Some(Node::Number(literal)) => Quantity::parse(literal, rules.places_of(unit)),
+        Some(_) => Err("quantity must be a JSON number".into()),
+        None => Err("quantity is missing".into()),
+    }
+}
+
+/// Every quantity term the unit's places do not allow (the minimum order quantity, order
+/// multiple, pack size, price basis and break quantities count the row's unit too).
+fn term_places(terms: &Terms, places: u8) -> Vec<String> {
+    let breaks = terms.price_breaks.iter().enumerate().map(|(i, b)| {
+        (
+            format!("price_breaks[{i}].min_quantity"),
+            Some(&b.min_quantity),
+        )
+    });
+    let plain = [
+        ("minimum_order_quantity", &terms.minimum_order_quantity),
+        ("order_multiple", &terms.order_multiple),
+        ("pack_size", &terms.pack_size),
+        ("price_basis", &terms.price_basis),
+    ]
+    .map(|(name, value)| (name.to_owned(), value.as_ref()));
+    plain
+        .into_iter()
+        .chain(breaks)
+        .filter_map(|(name, value)| Quantity::parse_as(&name, value?.as_str(), places).err())
+        .collect()
+}
