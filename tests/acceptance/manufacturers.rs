@@ -200,18 +200,24 @@ async fn a_decimal_quantity_reads_back_exactly_and_is_quoted() {
     });
     let item = "NYM-J 3X1.5~drum~new";
     let document = definition("cable-m", metres);
-    let offer = offered(
-        &env,
-        &stack,
-        document.clone(),
-        snapshot("S-C", row.clone()),
-        item,
-    )
-    .await;
+    let offer = offered(&env, &stack, document, snapshot("S-C", row), item).await;
     assert_eq!(offer["quantity"], json!(2.5), "{offer}");
     assert_eq!(offer["quantity_basis"], "m");
     assert_eq!(offer["minimum_order_quantity"], "0.5");
 
+    quotes_of_cable(&base, item).await;
+    let result = mcp_tool(&base, READER, "get_current_offers", json!({ "item": item })).await;
+    let offers = &result["structuredContent"]["offers"];
+    assert_eq!(offers[0]["quantity"], json!(2.5), "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("quantity 2.5 m"), "{text}");
+
+    the_preview_refuses_finer_quantities(&base).await;
+}
+
+/// `?quantity=` on the 2.5 m offer: 2.25 m at the 2+ break; 3 m more than the stock; 1.255 m
+/// finer than metres' two places.
+async fn quotes_of_cable(base: &str, item: &str) {
     let url = format!("{base}/v1/offers?item={}", percent_encoded(item));
     let quote = |answer: &Value| answer["offers"][0]["quote"].clone();
     let (status, answer) = call(
@@ -238,14 +244,17 @@ async fn a_decimal_quantity_reads_back_exactly_and_is_quoted() {
     .await;
     let why = quote(&answer)["not_orderable_because"].to_string();
     assert!(why.contains("more than the 2.5 in stock"), "{why}");
+    let finer = format!("{url}&quantity=1.255");
+    let (_, answer) = call("GET", finer, Some(READER), Value::Null).await;
+    let why = quote(&answer)["not_orderable_because"].to_string();
+    assert!(
+        why.contains("finer than the offer's unit allows (2 decimal places)"),
+        "{why}"
+    );
+}
 
-    let result = mcp_tool(&base, READER, "get_current_offers", json!({ "item": item })).await;
-    let offers = &result["structuredContent"]["offers"];
-    assert_eq!(offers[0]["quantity"], json!(2.5), "{result}");
-    let text = result["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("quantity 2.5 m"), "{text}");
-
-    // Metres allow two places; a third is refused by the preview, and an `each` row whole.
+/// Metres allow two places; a third is refused by the preview, and an `each` row whole.
+async fn the_preview_refuses_finer_quantities(base: &str) {
     let preview = format!("{base}/v1/connectors/cable-m/preview");
     for (row, says) in [
         (

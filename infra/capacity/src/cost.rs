@@ -208,6 +208,7 @@ impl<'w> Sim<'w> {
             row_index: row as u32,
             quantity: 6.into(),
             quantity_basis: "each".into(),
+            quantity_places: 0,
             price: price(),
             currency: "EUR".into(),
             terms: Default::default(),

@@ -115,6 +115,10 @@ pub struct Observation {
     pub row_index: u32,
     pub quantity: Quantity,
     pub quantity_basis: String,
+    /// The decimal places the unit allowed when the row was read (its connector's declaration):
+    /// a quote of a finer quantity is not orderable. Absent for whole units.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub quantity_places: u8,
     pub price: Price,
     pub currency: String,
     /// The commercial terms the row stated; absent on observations without any (and on those
@@ -163,6 +167,10 @@ pub struct Observation {
     /// history, never current.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub future_dated: bool,
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
 }
 
 impl Observation {
@@ -606,6 +614,7 @@ mod tests {
             row_index: 0,
             quantity: 1.into(),
             quantity_basis: "each".into(),
+            quantity_places: 0,
             price: Price::parse("1.00").unwrap(),
             currency: "EUR".into(),
             terms: Default::default(),

@@ -39,6 +39,8 @@ pub struct NormalizedRow {
     pub quantity: Quantity,
     /// What the quantity counts (the source's unit).
     pub quantity_basis: String,
+    /// The decimal places the unit allows (its connector's declaration; 0: whole units).
+    pub quantity_places: u8,
     pub price: Price,
     pub currency: String,
     pub observed_at: Timestamp,

@@ -43,6 +43,8 @@ pub struct Quote {
 /// The offer's side of a quote: its stock, price and terms.
 pub struct Offered<'a> {
     pub stock: &'a Quantity,
+    /// The decimal places the offer's unit allows (0: whole units).
+    pub places: u8,
     pub price: &'a Price,
     pub currency: &'a str,
     pub terms: &'a Terms,
@@ -74,6 +76,12 @@ impl Quote {
                 why.push(format!("not a multiple of {}", multiple.as_str()));
             }
         }
+        if decimal_places(quantity.as_str()) > usize::from(offered.places) {
+            why.push(match offered.places {
+                0 => "not a whole number of the offer's unit".to_owned(),
+                p => format!("finer than the offer's unit allows ({p} decimal places)"),
+            });
+        }
         if q.cmp(&Exact::of(offered.stock.as_str())).is_gt() {
             why.push(format!("more than the {} in stock", offered.stock));
         }
@@ -94,6 +102,12 @@ impl Quote {
     fn rankable(&self) -> bool {
         self.orderable && self.price_status == "current" && self.unit_price.is_some()
     }
+}
+
+/// Digits after the point that are not trailing zeros (`2.50` has 1).
+fn decimal_places(text: &str) -> usize {
+    text.split_once('.')
+        .map_or(0, |(_, fraction)| fraction.trim_end_matches('0').len())
 }
 
 fn price_status(terms: &Terms, now: Timestamp) -> &'static str {

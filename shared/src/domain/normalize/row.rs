@@ -70,9 +70,10 @@ pub(super) fn normalize_row(
     };
     let item = CanonicalItem::of(parts).map_err(|e| at(RejectCode::InvalidRow, e.to_string()))?;
     let quantity_basis = unit.trim().to_ascii_lowercase();
-    let quantity = parse_quantity(row.get("quantity"), &quantity_basis, rules)
+    let quantity_places = rules.places_of(&quantity_basis);
+    let quantity = parse_quantity(row.get("quantity"), quantity_places)
         .map_err(|why| at(RejectCode::InvalidQuantity, why))?;
-    let places = term_places(&terms, rules.places_of(&quantity_basis));
+    let places = term_places(&terms, quantity_places);
     if !places.is_empty() {
         return Err(at(RejectCode::InvalidQuantity, places.join("; ")));
     }
@@ -97,6 +98,7 @@ pub(super) fn normalize_row(
         item,
         quantity,
         quantity_basis,
+        quantity_places,
         price,
         currency: currency.to_owned(),
         observed_at,
@@ -139,14 +141,10 @@ fn terms_refusal(place: &str, problems: Vec<(RejectCode, String)>) -> Rejection 
     Rejection::new(code, format!("{place}: {}", listed.join("; ")))
 }
 
-/// The row's quantity in its unit (lower-cased), as the unit's declared places allow.
-fn parse_quantity(
-    value: Option<&Node<'_>>,
-    unit: &str,
-    rules: &RowRules,
-) -> Result<Quantity, String> {
+/// The row's quantity, as its unit's declared places allow.
+fn parse_quantity(value: Option<&Node<'_>>, places: u8) -> Result<Quantity, String> {
     match value {
-        Some(Node::Number(literal)) => Quantity::parse(literal, rules.places_of(unit)),
+        Some(Node::Number(literal)) => Quantity::parse(literal, places),
         Some(_) => Err("quantity must be a JSON number".into()),
         None => Err("quantity is missing".into()),
     }

@@ -25,11 +25,16 @@ const DISTRIBUTOR: &str = r#"{"price_breaks":[{"min_quantity":1000,"unit_price":
     "minimum_order_quantity":1000,"order_multiple":500,"valid_until":"2026-12-31T23:59:59Z"}"#;
 
 fn quote(q: &str, stock: u64, price: &str, terms_json: &str) -> Quote {
+    quote_in(q, Quantity::from(stock), 0, price, terms_json)
+}
+
+/// A quote of `q` from an offer of `stock` in a unit of `places` decimal places.
+fn quote_in(q: &str, stock: Quantity, places: u8, price: &str, terms_json: &str) -> Quote {
     let terms = terms(terms_json);
     let price = Price::parse(price).unwrap();
-    let stock = Quantity::from(stock);
     let offered = Offered {
         stock: &stock,
+        places,
         price: &price,
         currency: "USD",
         terms: &terms,
@@ -91,10 +96,31 @@ fn a_quantity_is_priced_by_its_break_and_checked_against_every_term() {
 
 #[test]
 fn an_offer_without_terms_is_priced_at_its_price_up_to_its_stock() {
-    let within = quote("2.5", 3, "19.99", "{}");
+    // Metres of one decimal place: 2.5 of them is a quantity of the unit.
+    let within = quote_in("2.5", Quantity::from(3), 1, "19.99", "{}");
     assert!(within.orderable);
     assert_eq!(within.extended_price.as_deref(), Some("49.975"));
     assert!(!quote("4", 3, "19.99", "{}").orderable);
+}
+
+#[test]
+fn a_quantity_finer_than_the_offers_unit_is_not_orderable() {
+    let whole = quote("2.5", 10, "1.00", "{}");
+    assert_eq!(
+        whole.not_orderable_because,
+        ["not a whole number of the offer's unit"]
+    );
+    assert!(
+        quote("2.0", 10, "1.00", "{}").orderable,
+        "2.0 is the whole 2"
+    );
+    let metres = Quantity::parse("12.5", 2).unwrap();
+    assert!(quote_in("2.25", metres.clone(), 2, "1.00", "{}").orderable);
+    let finer = quote_in("2.255", metres, 2, "1.00", "{}");
+    assert_eq!(
+        finer.not_orderable_because,
+        ["finer than the offer's unit allows (2 decimal places)"]
+    );
 }
 
 #[test]

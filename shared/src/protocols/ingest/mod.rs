@@ -561,6 +561,7 @@ impl IngestService {
                 row_index: index as u32,
                 quantity: row.quantity.clone(),
                 quantity_basis: row.quantity_basis.clone(),
+                quantity_places: row.quantity_places,
                 price: row.price.clone(),
                 currency: row.currency.clone(),
                 terms: row.terms.clone(),

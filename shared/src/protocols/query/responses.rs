@@ -272,6 +272,7 @@ impl ObservationDetail {
 pub(super) fn quote_of(o: &Observation, quantity: &Decimal, now: Timestamp) -> Quote {
     let offered = Offered {
         stock: &o.quantity,
+        places: o.quantity_places,
         price: &o.price,
         currency: &o.currency,
         terms: &o.terms,
@@ -334,6 +335,7 @@ mod tests {
             row_index: 3,
             quantity: 18_446_744_073_709_551_615.into(),
             quantity_basis: "each".into(),
+            quantity_places: 0,
             price: Price::parse("12.50").unwrap(),
             currency: "EUR".into(),
             terms: Default::default(),
