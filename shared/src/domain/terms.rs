@@ -118,6 +118,33 @@ pub struct Terms {
     pub tax_included: Option<bool>,
 }
 
+/// The row members that are commercial terms, sorted as a row object's members are (by bytes).
+const TERM_MEMBERS: [&str; 12] = [
+    "incoterms",
+    "lead_time",
+    "lead_time_days",
+    "minimum_order_quantity",
+    "order_multiple",
+    "pack_size",
+    "packaging",
+    "price_basis",
+    "price_breaks",
+    "tax_included",
+    "valid_from",
+    "valid_until",
+];
+
+/// Whether a row object has any term member: one pass over its members (most rows have none,
+/// and then no term is looked up by name).
+fn states_a_term(row: &Node<'_>) -> bool {
+    match row {
+        Node::Object(members) => members
+            .iter()
+            .any(|(name, _)| TERM_MEMBERS.binary_search(&name.as_ref()).is_ok()),
+        _ => true,
+    }
+}
+
 /// One problem of a row's terms: its code and what is wrong (naming the member).
 pub type TermProblem = (RejectCode, String);
 
@@ -130,6 +157,9 @@ impl Terms {
     /// The terms of a row object; every problem is named, not the first only.
     pub fn read(row: &Node<'_>) -> Result<Terms, Vec<TermProblem>> {
         use RejectCode::{InvalidPrice, InvalidQuantity, InvalidRow};
+        if !states_a_term(row) {
+            return Ok(Terms::default());
+        }
         let mut problems = Problems(Vec::new());
         let decimal = |name: &str| positive_decimal(row.get(name), name);
         let text = |name: &str| text(row.get(name), name);

@@ -153,22 +153,23 @@ fn parse_quantity(value: Option<&Node<'_>>, places: u8) -> Result<Quantity, Stri
 /// Every quantity term the unit's places do not allow (the minimum order quantity, order
 /// multiple, pack size, price basis and break quantities count the row's unit too).
 fn term_places(terms: &Terms, places: u8) -> Vec<String> {
-    let breaks = terms.price_breaks.iter().enumerate().map(|(i, b)| {
-        (
-            format!("price_breaks[{i}].min_quantity"),
-            Some(&b.min_quantity),
-        )
-    });
     let plain = [
         ("minimum_order_quantity", &terms.minimum_order_quantity),
         ("order_multiple", &terms.order_multiple),
         ("pack_size", &terms.pack_size),
         ("price_basis", &terms.price_basis),
-    ]
-    .map(|(name, value)| (name.to_owned(), value.as_ref()));
-    plain
+    ];
+    // Names are written only for a refusal: most rows state none of these terms.
+    let mut problems: Vec<String> = plain
         .into_iter()
-        .chain(breaks)
-        .filter_map(|(name, value)| Quantity::parse_as(&name, value?.as_str(), places).err())
-        .collect()
+        .filter_map(|(name, value)| {
+            Quantity::parse_as(name, value.as_ref()?.as_str(), places).err()
+        })
+        .collect();
+    for (i, b) in terms.price_breaks.iter().enumerate() {
+        if let Err(why) = Quantity::parse(b.min_quantity.as_str(), places) {
+            problems.push(why.replacen("quantity", &format!("price_breaks[{i}].min_quantity"), 1));
+        }
+    }
+    problems
 }
