@@ -217,7 +217,9 @@ proptest! {
 
 #[test]
 fn every_term_member_is_read_alone_and_the_list_is_sorted() {
-    assert!(TERM_MEMBERS.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()));
+    assert!(TERM_MEMBERS
+        .windows(2)
+        .all(|w| w[0].as_bytes() < w[1].as_bytes()));
     for name in TERM_MEMBERS {
         // An object is no term's value: a member that is read is refused, naming itself.
         let refused = messages(&format!(r#"{{"sku":"A","{name}":{{"x":1}}}}"#));
@@ -226,5 +228,8 @@ fn every_term_member_is_read_alone_and_the_list_is_sorted() {
             "{name}: {refused:?}"
         );
     }
-    assert_eq!(read(r#"{"sku":"A","quantity":1}"#).unwrap(), Terms::default());
+    assert_eq!(
+        read(r#"{"sku":"A","quantity":1}"#).unwrap(),
+        Terms::default()
+    );
 }
