@@ -37,7 +37,11 @@ impl Quantity {
 
     /// [`Self::parse`] of a quantity named `what` in messages (`minimum_order_quantity 2.5
     /// is not a whole number ...`).
-    pub fn parse_as(what: &str, literal: &str, places: u8) -> Result<Quantity, String> {
+    pub fn parse_as(
+        what: impl fmt::Display,
+        literal: &str,
+        places: u8,
+    ) -> Result<Quantity, String> {
         Self::parse_quantity(literal, places).map_err(|why| {
             let shown: String = literal.chars().take(40).collect();
             format!("{what} {shown} {why}")
@@ -101,6 +105,12 @@ impl fmt::Display for Quantity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// The decimal places a decimal text writes, trailing zeros not counted (`2.50` has 1).
+pub fn decimal_places(text: &str) -> usize {
+    text.split_once('.')
+        .map_or(0, |(_, fraction)| fraction.trim_end_matches('0').len())
 }
 
 /// `digits[.digits]`, split; `None` for anything else (a sign, an exponent, a lone `.`).

@@ -5,7 +5,7 @@
 //! as floats. Offers in different currencies are never compared (no conversion).
 
 use crate::domain::money::Price;
-use crate::domain::quantity::Quantity;
+use crate::domain::quantity::{decimal_places, Quantity};
 use crate::domain::terms::{Decimal, Terms};
 use crate::domain::timestamp::Timestamp;
 use num_bigint::BigUint;
@@ -102,12 +102,6 @@ impl Quote {
     fn rankable(&self) -> bool {
         self.orderable && self.price_status == "current" && self.unit_price.is_some()
     }
-}
-
-/// Digits after the point that are not trailing zeros (`2.50` has 1).
-fn decimal_places(text: &str) -> usize {
-    text.split_once('.')
-        .map_or(0, |(_, fraction)| fraction.trim_end_matches('0').len())
 }
 
 fn price_status(terms: &Terms, now: Timestamp) -> &'static str {

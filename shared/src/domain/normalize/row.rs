@@ -167,8 +167,9 @@ fn term_places(terms: &Terms, places: u8) -> Vec<String> {
         })
         .collect();
     for (i, b) in terms.price_breaks.iter().enumerate() {
-        if let Err(why) = Quantity::parse(b.min_quantity.as_str(), places) {
-            problems.push(why.replacen("quantity", &format!("price_breaks[{i}].min_quantity"), 1));
+        let name = format_args!("price_breaks[{i}].min_quantity");
+        if let Err(why) = Quantity::parse_as(name, b.min_quantity.as_str(), places) {
+            problems.push(why);
         }
     }
     problems
