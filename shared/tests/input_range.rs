@@ -360,3 +360,56 @@ proptest! {
 struct QuantityOnly {
     quantity: Quantity,
 }
+
+/// A manufacturer or its part number as a supplier may write it: every character class of a
+/// part number, the edges of the length limit, an invisible character, an NFD spelling.
+fn named_part() -> impl Strategy<Value = String> {
+    prop_oneof![
+        part_number(),
+        (126usize..=130).prop_map(|n| "Ω".repeat(n)),
+        Just("T\u{200B}I".to_owned()),
+        Just("A\u{308}BC-E\u{301}".to_owned()),
+        Just("Texas Instruments ~m~r%".to_owned()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// A row naming the manufacturer and its part number beside the SKU is an item whose key
+    /// reads back as it, stored and read back unchanged (DynamoDB and JSON), the SKU kept as
+    /// the source record; or a refusal naming which of the two is wrong. Never a panic.
+    #[test]
+    fn a_manufacturer_and_its_part_number_are_stored_and_read_back_or_refused(
+        mpn in named_part(),
+        manufacturer in named_part(),
+    ) {
+        let row = serde_json::json!({
+            "sku": "SUP-1", "mpn": mpn, "manufacturer": manufacturer, "quantity": 5,
+            "unit": "each", "price": "1.00", "currency": "EUR",
+            "observed_at": "2026-11-29T08:00:00Z"
+        });
+        let body = serde_json::json!({"export_id": "EXP-M", "page": 1, "page_count": 1, "offers": [row]});
+        let body = serde_json::to_vec(&body).unwrap();
+        let rows = match normalize(PayloadFormat::AcmeExportV1, CanonicalizationRule::JsonV1, &body) {
+            Ok(rows) => rows,
+            Err(refused) => {
+                prop_assert!(
+                    refused.message.contains("invalid item part number")
+                        || refused.message.contains("invalid item manufacturer"),
+                    "{}", refused.message
+                );
+                return Ok(());
+            }
+        };
+        let row = &rows[0];
+        prop_assert_eq!(row.source_record.as_str(), "SUP-1");
+        prop_assert!(row.item.manufacturer.as_ref().is_some_and(|m| m.chars().count() <= 128));
+        prop_assert_eq!(CanonicalItem::parse_key(&row.item.key()).unwrap(), row.item.clone());
+        let item: serde_dynamo::Item = serde_dynamo::to_item(row.item.clone()).unwrap();
+        let back: CanonicalItem = serde_dynamo::from_item(item).unwrap();
+        prop_assert_eq!(&back, &row.item);
+        let json = serde_json::to_string(&row.item).unwrap();
+        prop_assert_eq!(serde_json::from_str::<CanonicalItem>(&json).unwrap(), row.item.clone());
+    }
+}
