@@ -50,10 +50,30 @@ const ACTIVE_CODES: &[&str] = &[
     "ZAR", "ZMW", "ZWG",
 ];
 
+/// Each code of [`ACTIVE_CODES`] as a number (its three bytes, big-endian), in the same
+/// order: a currency is checked on every row, and numbers compare without a call.
+const ACTIVE_KEYS: [u32; ACTIVE_CODES.len()] = {
+    let mut keys = [0; ACTIVE_CODES.len()];
+    let mut i = 0;
+    while i < keys.len() {
+        let code = ACTIVE_CODES[i].as_bytes();
+        keys[i] = key([code[0], code[1], code[2]]);
+        i += 1;
+    }
+    keys
+};
+
+const fn key([a, b, c]: [u8; 3]) -> u32 {
+    (a as u32) << 16 | (b as u32) << 8 | c as u32
+}
+
 /// True only for an exact, upper-case, active ISO 4217 alphabetic code.
 /// No normalisation on purpose: `eur` or ` EUR` in a feed is a data error.
 pub fn is_iso4217_currency(code: &str) -> bool {
-    code.len() == 3 && ACTIVE_CODES.binary_search(&code).is_ok()
+    match code.as_bytes() {
+        &[a, b, c] => ACTIVE_KEYS.binary_search(&key([a, b, c])).is_ok(),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -65,7 +85,9 @@ mod tests {
         for pair in ACTIVE_CODES.windows(2) {
             assert!(pair[0] < pair[1], "{} !< {}", pair[0], pair[1]);
         }
-        for code in ACTIVE_CODES {
+        assert!(ACTIVE_KEYS.windows(2).all(|pair| pair[0] < pair[1]));
+        for (code, key) in ACTIVE_CODES.iter().zip(ACTIVE_KEYS) {
+            assert!(is_iso4217_currency(code) && key >> 16 == u32::from(code.as_bytes()[0]));
             assert!(
                 code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase()),
                 "{code}"

@@ -69,7 +69,15 @@ fn part_component(field: &'static str, raw: &str) -> Result<String, ItemError> {
             value: None,
         });
     }
-    if let Some(c) = text.chars().find(|c| !printable(*c)) {
+    // ASCII is printable from U+0020 to U+007E: most part numbers are checked byte by byte.
+    let unprintable = match text.is_ascii() {
+        true => text
+            .bytes()
+            .find(|b| !(b' '..=b'~').contains(b))
+            .map(char::from),
+        false => text.chars().find(|c| !printable(*c)),
+    };
+    if let Some(c) = unprintable {
         let reason = match c {
             '\u{FFFD}' => "holds U+FFFD, the mark of text that could not be decoded",
             _ => "holds a control, invisible or non-U+0020 space character",
@@ -120,8 +128,8 @@ fn word_component(field: &'static str, raw: &str) -> Result<String, ItemError> {
     }
     // '~' separates components in the item key.
     if !text
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+' | '#'))
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'+' | b'#'))
     {
         return Err(refused(
             field,
@@ -428,6 +436,20 @@ mod tests {
         assert!(CanonicalItem::new("AX-440", None, Some("re~el"), None).is_err());
         assert!(CanonicalItem::new("AX-440", None, None, Some("new/used")).is_err());
         assert!(CanonicalItem::new("  ", None, None, None).is_err());
+    }
+
+    #[test]
+    fn the_ascii_check_agrees_with_the_printable_rule() {
+        for byte in 0u8..=0x7F {
+            let fast = (b' '..=b'~').contains(&byte);
+            assert_eq!(fast, printable(char::from(byte)), "{byte:#04x}");
+            let part = format!("A{}B", char::from(byte));
+            assert_eq!(
+                part_component("part number", &part).is_ok(),
+                fast,
+                "{byte:#04x}"
+            );
+        }
     }
 
     proptest::proptest! {
