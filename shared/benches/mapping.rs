@@ -25,8 +25,8 @@
 use feedsafe::domain::definition::Definition;
 use feedsafe::domain::fingerprint::{CanonicalizationRule, Fingerprint};
 use feedsafe::domain::hashing::sha256;
-use feedsafe::domain::mapping::Mapping;
-use feedsafe::domain::normalize::normalize_mapped;
+use feedsafe::domain::mapping::{Mapping, RowRead};
+use feedsafe::domain::normalize::{normalize_mapped, MappedRow};
 use serde_json::Value;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -404,8 +404,15 @@ fn stages(cases: &[Case]) {
         let body = case.body.as_slice();
         let names = case.mapping.json_rows_names().unwrap_or_default();
         let path: Vec<&str> = names.iter().map(String::as_str).collect();
+        // The rows as the normalizer is handed them, each dropped at once.
         let mut read = || {
-            black_box(case.mapping.read(black_box(body), 5_000).unwrap());
+            let mut each = |row: RowRead<MappedRow<'_>>, _| drop(black_box(row));
+            let rule = Some(case.rule);
+            black_box(
+                case.mapping
+                    .read_each(black_box(body), 5_000, rule, &mut each),
+            )
+            .unwrap();
         };
         let mut fingerprint = || {
             black_box(Fingerprint::compute(case.rule, black_box(body), &path).unwrap());

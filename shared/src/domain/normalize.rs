@@ -18,6 +18,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 mod mapped;
+mod members;
 mod reading;
 mod row;
 #[cfg(test)]
@@ -25,6 +26,7 @@ mod row_tests;
 #[cfg(test)]
 mod terms_tests;
 pub use mapped::{normalize_mapped, Normalized, RefusedRow};
+pub use members::{MappedRow, Member, RowView, MEMBER_COUNT};
 pub use reading::{Read, Reading};
 pub use row::RowRules;
 use row::{normalize_row, LEGACY_RULES};

@@ -8,6 +8,7 @@
 
 use crate::domain::canonical_json::Node;
 use crate::domain::money::{check_decimal, Price};
+use crate::domain::normalize::{Member, RowView};
 use crate::domain::reject::RejectCode;
 use crate::domain::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -118,33 +119,6 @@ pub struct Terms {
     pub tax_included: Option<bool>,
 }
 
-/// The row members that are commercial terms, sorted as a row object's members are (by bytes).
-const TERM_MEMBERS: [&str; 12] = [
-    "incoterms",
-    "lead_time",
-    "lead_time_days",
-    "minimum_order_quantity",
-    "order_multiple",
-    "pack_size",
-    "packaging",
-    "price_basis",
-    "price_breaks",
-    "tax_included",
-    "valid_from",
-    "valid_until",
-];
-
-/// Whether a row object has any term member: one pass over its members (most rows have none,
-/// and then no term is looked up by name).
-fn states_a_term(row: &Node<'_>) -> bool {
-    match row {
-        Node::Object(members) => members
-            .iter()
-            .any(|(name, _)| TERM_MEMBERS.binary_search(&name.as_ref()).is_ok()),
-        _ => true,
-    }
-}
-
 /// One problem of a row's terms: its code and what is wrong (naming the member).
 pub type TermProblem = (RejectCode, String);
 
@@ -155,34 +129,35 @@ impl Terms {
     }
 
     /// The terms of a row object; every problem is named, not the first only.
-    pub fn read(row: &Node<'_>) -> Result<Terms, Vec<TermProblem>> {
+    pub fn read(row: &impl RowView) -> Result<Terms, Vec<TermProblem>> {
         use RejectCode::{InvalidPrice, InvalidQuantity, InvalidRow};
-        if !states_a_term(row) {
+        if !row.states_a_term() {
             return Ok(Terms::default());
         }
         let mut problems = Problems(Vec::new());
-        let decimal = |name: &str| positive_decimal(row.get(name), name);
-        let text = |name: &str| text(row.get(name), name);
-        let time = |name: &str| time(row.get(name), name);
+        let decimal = |m: Member| positive_decimal(row.member(m), m.name());
+        let text = |m: Member| text(row.member(m), m.name());
+        let time = |m: Member| time(row.member(m), m.name());
         let terms = Terms {
             price_breaks: problems
                 .keep(
                     InvalidPrice,
-                    price_breaks(row.get("price_breaks")).map(Some),
+                    price_breaks(row.member(Member::PriceBreaks)).map(Some),
                 )
                 .unwrap_or_default(),
-            price_basis: problems.keep(InvalidRow, decimal("price_basis")),
+            price_basis: problems.keep(InvalidRow, decimal(Member::PriceBasis)),
             minimum_order_quantity: problems
-                .keep(InvalidQuantity, decimal("minimum_order_quantity")),
-            order_multiple: problems.keep(InvalidQuantity, decimal("order_multiple")),
-            pack_size: problems.keep(InvalidQuantity, decimal("pack_size")),
-            lead_time_days: problems.keep(InvalidRow, lead_time_days(row.get("lead_time_days"))),
-            lead_time: problems.keep(InvalidRow, text("lead_time")),
-            packaging: problems.keep(InvalidRow, text("packaging")),
-            valid_from: problems.keep(InvalidRow, time("valid_from")),
-            valid_until: problems.keep(InvalidRow, time("valid_until")),
-            incoterms: problems.keep(InvalidRow, incoterms(row.get("incoterms"))),
-            tax_included: problems.keep(InvalidRow, tax_included(row.get("tax_included"))),
+                .keep(InvalidQuantity, decimal(Member::MinimumOrderQuantity)),
+            order_multiple: problems.keep(InvalidQuantity, decimal(Member::OrderMultiple)),
+            pack_size: problems.keep(InvalidQuantity, decimal(Member::PackSize)),
+            lead_time_days: problems
+                .keep(InvalidRow, lead_time_days(row.member(Member::LeadTimeDays))),
+            lead_time: problems.keep(InvalidRow, text(Member::LeadTime)),
+            packaging: problems.keep(InvalidRow, text(Member::Packaging)),
+            valid_from: problems.keep(InvalidRow, time(Member::ValidFrom)),
+            valid_until: problems.keep(InvalidRow, time(Member::ValidUntil)),
+            incoterms: problems.keep(InvalidRow, incoterms(row.member(Member::Incoterms))),
+            tax_included: problems.keep(InvalidRow, tax_included(row.member(Member::TaxIncluded))),
         };
         if let (Some(from), Some(until)) = (terms.valid_from, terms.valid_until) {
             if until < from {

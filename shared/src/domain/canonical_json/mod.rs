@@ -178,6 +178,24 @@ impl<'a> Node<'a> {
         unique.then_some(Node::Object(members))
     }
 
+    /// The node owning its text.
+    pub fn to_static(&self) -> Node<'static> {
+        let owned = |text: &Cow<'_, str>| Cow::Owned(text.to_string());
+        match self {
+            Node::Null => Node::Null,
+            Node::Bool(b) => Node::Bool(*b),
+            Node::Number(n) => Node::Number(owned(n)),
+            Node::String(s) => Node::String(owned(s)),
+            Node::Array(items) => Node::Array(items.iter().map(Node::to_static).collect()),
+            Node::Object(members) => Node::Object(
+                members
+                    .iter()
+                    .map(|(k, v)| (owned(k), v.to_static()))
+                    .collect(),
+            ),
+        }
+    }
+
     /// The member `key` of an object.
     pub fn get(&self, key: &str) -> Option<&Node<'a>> {
         match self {

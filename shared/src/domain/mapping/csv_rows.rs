@@ -2,7 +2,7 @@
 //! records split by the declared delimiter and quote; each field taken by column name (from
 //! the header row) or by position. A row's place is the line it starts on in the file.
 
-use super::{Mapping, PageRead, Raw, RowRead, Source, TimeMemos};
+use super::{EachRow, Mapping, PageRead, Raw, RowRead, Source, TimeMemos};
 use crate::domain::definition::Csv;
 use std::borrow::Cow;
 
@@ -11,6 +11,7 @@ pub(super) fn read(
     csv: &Csv,
     body: &[u8],
     max_rows: usize,
+    each: &mut EachRow<'_>,
 ) -> Result<PageRead, String> {
     let text = super::text::decode(csv.encoding, body)?;
     let (skipped, records) = skip_lines(&text, csv.skip_rows);
@@ -26,7 +27,7 @@ pub(super) fn read(
     } else {
         Vec::new()
     };
-    let mut rows = Vec::new();
+    let mut count = 0;
     let mut lines = Lines::default();
     // One record read into again and again (the fields are copied out where they are kept).
     let mut record = ::csv::StringRecord::new();
@@ -42,22 +43,24 @@ pub(super) fn read(
         if record.iter().all(str::is_empty) {
             continue;
         }
-        if rows.len() == max_rows {
+        if count == max_rows {
             return Err(format!("more than {max_rows} rows"));
         }
+        count += 1;
         let row = mapping.row_of(&mut memo, None, |field| {
             Ok(value(field_index(&columns, field), &record))
         });
-        rows.push(RowRead {
-            place: format!("line {line}"),
-            row,
-            source: Vec::new(),
-        });
+        let place = format!("line {line}");
+        each(
+            RowRead {
+                place,
+                row,
+                source: Vec::new(),
+            },
+            None,
+        );
     }
-    Ok(PageRead {
-        rows,
-        ..PageRead::default()
-    })
+    Ok(PageRead::default())
 }
 
 /// Line numbers of byte offsets, counted on from the last one asked for (offsets only grow).

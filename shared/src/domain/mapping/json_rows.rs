@@ -3,7 +3,7 @@
 //! values (export id, snapshot id, page, page count, observed time) at theirs. A row's place is
 //! its JSON pointer.
 
-use super::{Canonical, Mapping, PageRead, Raw, RowRead, Source, TimeMemos};
+use super::{Canonical, EachRow, Mapping, PageRead, Raw, RowRead, Source, TimeMemos};
 use crate::domain::canonical_json::{canonical_bytes, canonical_page, parse_node, Node};
 use crate::domain::definition::{DocumentField, Envelope, Json};
 use crate::domain::fingerprint::CanonicalizationRule;
@@ -17,6 +17,7 @@ pub(super) fn read(
     body: &[u8],
     max_rows: usize,
     rule: Option<CanonicalizationRule>,
+    each: &mut EachRow<'_>,
 ) -> Result<(PageRead, Option<Canonical>), String> {
     let root = parse_node(body).map_err(|e| format!("body is not JSON: {e}"))?;
     let rows_path = JsonPath::parse_rows(&json.rows).map_err(|e| format!("rows path: {e}"))?;
@@ -44,21 +45,16 @@ pub(super) fn read(
     let (sources, document) = canonical(&root, items, rows_path.names().as_deref(), rule);
     let pointer = rows_path.pointer();
     let mut memo = TimeMemos::default();
-    page.rows = items
-        .iter()
-        .zip(sources)
-        .enumerate()
-        .map(|(index, (item, source))| RowRead {
-            place: format!("{pointer}/{index}"),
-            row: match item {
-                Node::Object(_) => {
-                    mapping.row_of(&mut memo, Some(item), |field| Ok(value(field, item)))
-                }
-                _ => Err("a row must be an object".into()),
-            },
-            source,
-        })
-        .collect();
+    for (index, (item, source)) in items.iter().zip(sources).enumerate() {
+        let row = match item {
+            Node::Object(_) => {
+                mapping.row_of(&mut memo, Some(item), |field| Ok(value(field, item)))
+            }
+            _ => Err("a row must be an object".into()),
+        };
+        let place = format!("{pointer}/{index}");
+        each(RowRead { place, row, source }, page.default_observed_at);
+    }
     Ok((page, document))
 }
 
@@ -105,10 +101,10 @@ pub(super) fn value<'n>(field: &super::MappedField, row: &'n Node<'_>) -> Option
         // A JSON quantity is a number; a string is read only through a declared pattern or
         // map, and is otherwise left for the normalizer to refuse as what it is.
         node @ Node::String(_) if field.name == "quantity" && field.steps.is_plain() => {
-            Some(Raw::Kept(owned(node)))
+            Some(Raw::Kept(node.clone()))
         }
         Node::String(s) => Some(Raw::Text(Cow::Borrowed(s))),
-        other => Some(Raw::Kept(owned(other))),
+        other => Some(Raw::Kept(other.clone())),
     }
 }
 
@@ -201,22 +197,5 @@ fn cloud_event_time(root: &Node<'_>) -> Result<Option<Timestamp>, String> {
             .ok_or_else(|| "CloudEvent time: not a string".to_owned())
             .and_then(|t| Timestamp::parse(t).map_err(|e| format!("CloudEvent time: {e}")))
             .map(Some),
-    }
-}
-
-/// `node` owning its text.
-fn owned(node: &Node<'_>) -> Node<'static> {
-    match node {
-        Node::Null => Node::Null,
-        Node::Bool(b) => Node::Bool(*b),
-        Node::Number(n) => Node::Number(Cow::Owned(n.to_string())),
-        Node::String(s) => Node::String(Cow::Owned(s.to_string())),
-        Node::Array(items) => Node::Array(items.iter().map(owned).collect()),
-        Node::Object(members) => Node::Object(
-            members
-                .iter()
-                .map(|(k, v)| (Cow::Owned(k.to_string()), owned(v)))
-                .collect(),
-        ),
     }
 }

@@ -25,7 +25,7 @@ pub use xml_rows::parse_path as parse_xml_path;
 use crate::domain::canonical_json::{CanonicalJsonError, Node};
 use crate::domain::definition::{Definition, Field, Format, Problem};
 use crate::domain::fingerprint::CanonicalizationRule;
-use crate::domain::normalize::RowRules;
+use crate::domain::normalize::{MappedRow, Member, RowRules};
 use crate::domain::timestamp::Timestamp;
 use json_path::JsonPath;
 use std::borrow::Cow;
@@ -33,7 +33,7 @@ use terms::{Breaks, Kept, Kind};
 use values::{Conventions, FieldSteps, TimeMemos};
 
 /// A JSON document's canonical bytes under a fingerprint's rule, or why it has none.
-pub(crate) type Canonical = Result<Vec<u8>, CanonicalJsonError>;
+pub type Canonical = Result<Vec<u8>, CanonicalJsonError>;
 
 /// A definition's reading of bodies, compiled once.
 #[derive(Debug, Clone)]
@@ -53,6 +53,9 @@ pub struct Mapping {
 struct MappedField {
     /// The row member (`min_quantity`, `unit_price` for a price break's values).
     name: &'static str,
+    /// The member's slot in a mapped row (a price break's values are the `price_breaks`
+    /// member's).
+    member: Member,
     /// The field's index among every field of the mapping (the price breaks' after the plain
     /// ones): where a reader keeps what it found of the field.
     slot: usize,
@@ -74,12 +77,13 @@ enum Source {
     Constant,
 }
 
-/// One row as read: its place in the body and its fields, or why it could not be read.
+/// One row as read: its place in the body and its fields (its row object, or the mapped row
+/// a reader hands on), or why it could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RowRead {
+pub struct RowRead<R = Node<'static>> {
     /// `line 7` (CSV), `/data/items/3` (JSON).
     pub place: String,
-    pub row: Result<Node<'static>, String>,
+    pub row: Result<R, String>,
     /// The row's canonical bytes as the supplier wrote it (JSON read under a JSON rule; empty
     /// for the text formats, whose row object is its own, and under `bytes-v1`): the order
     /// `json-unordered-rows-v1` gives the rows.
@@ -97,6 +101,11 @@ pub struct PageRead {
     pub page: Option<u64>,
     pub page_count: Option<u64>,
 }
+
+/// What a reader hands each row to, as soon as the row is read: the row (its fields borrowed
+/// from the body or the reader's buffers for the call) and the rows' default `observed_at`.
+/// Nothing of a row outlives the call but what the receiver keeps.
+pub type EachRow<'e> = dyn FnMut(RowRead<MappedRow<'_>>, Option<Timestamp>) + 'e;
 
 impl Mapping {
     /// The mapping of a definition [`Definition::read`] accepted; a problem found here too (a
@@ -137,24 +146,35 @@ impl Mapping {
         &self.rules
     }
 
-    /// The rows of `body` (at most `max_rows`; more refuse the delivery).
+    /// The rows of `body` (at most `max_rows`; more refuse the delivery), each as its row
+    /// object.
     pub fn read(&self, body: &[u8], max_rows: usize) -> Result<PageRead, String> {
-        self.read_canonical(body, max_rows, None)
-            .map(|(page, _)| page)
+        let mut rows = Vec::new();
+        let mut keep = |read: RowRead<MappedRow<'_>>, _: Option<Timestamp>| {
+            rows.push(RowRead {
+                place: read.place,
+                row: read.row.map(|row| row.to_node()),
+                source: read.source,
+            })
+        };
+        let (page, _) = self.read_each(body, max_rows, None, &mut keep)?;
+        Ok(PageRead { rows, ..page })
     }
 
-    /// [`Self::read`], and for a JSON body read under a JSON `rule` the canonical document its
+    /// Hands each row of `body` to `each` as it is read, and returns the document's own values
+    /// (no rows) and, for a JSON body read under a JSON `rule`, the canonical document its
     /// fingerprint hashes, from the same parse (`None`: a text format, or `bytes-v1`).
-    pub(crate) fn read_canonical(
+    pub fn read_each(
         &self,
         body: &[u8],
         max_rows: usize,
         rule: Option<CanonicalizationRule>,
+        each: &mut EachRow<'_>,
     ) -> Result<(PageRead, Option<Canonical>), String> {
         match &self.format {
-            Format::Csv(csv) => csv_rows::read(self, csv, body, max_rows).map(|p| (p, None)),
-            Format::Json(json) => json_rows::read(self, json, body, max_rows, rule),
-            Format::Xml(xml) => xml_rows::read(self, xml, body, max_rows).map(|p| (p, None)),
+            Format::Csv(csv) => csv_rows::read(self, csv, body, max_rows, each).map(|p| (p, None)),
+            Format::Json(json) => json_rows::read(self, json, body, max_rows, rule, each),
+            Format::Xml(xml) => xml_rows::read(self, xml, body, max_rows, each).map(|p| (p, None)),
         }
     }
 
@@ -187,40 +207,40 @@ impl Mapping {
     /// `memo` is the body's, carried from row to row; `row` is a JSON row (where the `each`
     /// form of the price breaks reads them).
     fn row_of<'r>(
-        &self,
+        &'r self,
         memo: &mut TimeMemos,
-        row: Option<&Node<'_>>,
-        raw: impl Fn(&MappedField) -> Result<Option<Raw<'r>>, String>,
-    ) -> Result<Node<'static>, String> {
-        let mut members = Vec::with_capacity(self.fields.len() + 1);
+        row: Option<&'r Node<'r>>,
+        raw: impl Fn(&'r MappedField) -> Result<Option<Raw<'r>>, String>,
+    ) -> Result<MappedRow<'r>, String> {
+        let mut mapped = MappedRow::default();
         let mut problems = Vec::new();
         for field in &self.fields {
             match raw(field).and_then(|value| self.value_of(field, value, memo)) {
-                Ok(Some(node)) => members.push((Cow::Borrowed(field.name), node)),
+                Ok(Some(node)) => mapped.set(field.member, node),
                 Ok(None) => {}
                 Err(why) => problems.push(format!("{}: {why}", field.name)),
             }
         }
         match self.breaks_of(memo, row, &raw) {
-            Ok(Some(node)) => members.push((Cow::Borrowed("price_breaks"), node)),
+            Ok(Some(node)) => mapped.set(Member::PriceBreaks, node),
             Ok(None) => {}
             Err(why) => problems.push(format!("price_breaks: {why}")),
         }
-        if !problems.is_empty() {
-            return Err(problems.join("; "));
+        match problems.is_empty() {
+            true => Ok(mapped),
+            false => Err(problems.join("; ")),
         }
-        Node::object(members).ok_or_else(|| "a field is named twice".to_owned())
     }
 
     /// One field's value after its steps and its kind's conversion. A JSON value kept as
     /// written (plain steps) stays as it is for the offer's fields; a term's is converted by
     /// its kind ([`terms::kept`]).
-    fn value_of(
-        &self,
-        field: &MappedField,
-        raw: Option<Raw<'_>>,
+    fn value_of<'r>(
+        &'r self,
+        field: &'r MappedField,
+        raw: Option<Raw<'r>>,
         memo: &mut TimeMemos,
-    ) -> Result<Option<Node<'static>>, String> {
+    ) -> Result<Option<Node<'r>>, String> {
         let text = match raw {
             Some(Raw::Kept(node)) if field.steps.is_plain() && !field.term => {
                 return Ok(Some(node))
@@ -234,20 +254,20 @@ impl Mapping {
             Some(Raw::Text(text)) => Some(text),
             None => None,
         };
-        let Some(value) = field.steps.apply(text.as_deref())? else {
+        let Some(value) = field.steps.apply_kept(text)? else {
             return Ok(None);
         };
         let conventions = &self.conventions;
         Ok(Some(match field.kind {
-            Kind::Whole => Node::Number(Cow::Owned(conventions.into_whole_number(value)?)),
+            Kind::Whole => Node::Number(converted(value, |v| conventions.whole_number_of(v))?),
             // Digits with a dot: a JSON number literal, whose places the row rules check.
-            Kind::Quantity => Node::Number(Cow::Owned(conventions.into_quantity(value)?)),
-            Kind::Decimal => Node::String(Cow::Owned(conventions.into_decimal(value)?)),
+            Kind::Quantity => Node::Number(converted(value, |v| conventions.quantity_of(v))?),
+            Kind::Decimal => Node::String(converted(value, |v| conventions.decimal_of(v))?),
             Kind::Time(index) => Node::String(Cow::Owned(
-                conventions.time_through_memo(value, memo.of(index))?,
+                conventions.time_through_memo(&value, memo.of(index))?,
             )),
             Kind::Bool => Node::Bool(terms::true_or_false(&value)?),
-            Kind::Text => Node::String(Cow::Owned(value)),
+            Kind::Text => Node::String(value),
         }))
     }
 }
@@ -265,6 +285,7 @@ impl MappedField {
         let (kind, term) = terms::kind_of(name);
         Ok(MappedField {
             name,
+            member: Member::named(name).unwrap_or(Member::PriceBreaks),
             slot,
             kind,
             term,
@@ -295,7 +316,19 @@ fn source_of(format: &Format, field: &Field) -> Result<Source, String> {
 /// number stays the number written).
 enum Raw<'r> {
     Text(Cow<'r, str>),
-    Kept(Node<'static>),
+    Kept(Node<'r>),
+}
+
+/// `value` through a conversion that borrows what it does not change: still borrowed from the
+/// body where it was, one owned copy where the conversion wrote one or the value was owned.
+fn converted<'r>(
+    value: Cow<'r, str>,
+    convert: impl for<'t> Fn(&'t str) -> Result<Cow<'t, str>, String>,
+) -> Result<Cow<'r, str>, String> {
+    match value {
+        Cow::Borrowed(text) => convert(text),
+        Cow::Owned(text) => convert(&text).map(|c| Cow::Owned(c.into_owned())),
+    }
 }
 
 /// The text of a JSON scalar a field's steps read; an object or array is no field value.

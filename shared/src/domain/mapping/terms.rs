@@ -54,9 +54,9 @@ pub(super) fn kind_of(name: &str) -> (Kind, bool) {
 }
 
 /// What a term's JSON value kept as written gives.
-pub(super) enum Kept {
+pub(super) enum Kept<'r> {
     /// Its row value.
-    Value(Node<'static>),
+    Value(Node<'r>),
     /// The text its kind's conversion reads.
     Text(String),
 }
@@ -65,7 +65,7 @@ pub(super) enum Kept {
 /// is kept as the string of its digits (`1000` is `"1000"`; one with an exponent is refused),
 /// a whole number stays a number, a boolean stays a boolean; a time's or a text's value is
 /// read as its text.
-pub(super) fn kept(kind: Kind, node: Node<'static>) -> Result<Kept, String> {
+pub(super) fn kept(kind: Kind, node: Node<'_>) -> Result<Kept<'_>, String> {
     match (kind, node) {
         (Kind::Decimal, Node::Number(n)) if n.contains(['e', 'E']) => Err(format!(
             "{} is written with an exponent; a decimal is digits with at most one '.'",
@@ -222,11 +222,11 @@ impl Mapping {
     /// A row's `price_breaks` member (`None`: no break), every problem of it named: a pair by
     /// its number (from 1), an element of the `each` array by its path and index.
     pub(super) fn breaks_of<'r>(
-        &self,
+        &'r self,
         memo: &mut TimeMemos,
-        row: Option<&Node<'_>>,
-        raw: &impl Fn(&MappedField) -> Result<Option<Raw<'r>>, String>,
-    ) -> Result<Option<Node<'static>>, String> {
+        row: Option<&'r Node<'r>>,
+        raw: &impl Fn(&'r MappedField) -> Result<Option<Raw<'r>>, String>,
+    ) -> Result<Option<Node<'r>>, String> {
         let mut breaks = Vec::new();
         let mut problems = Vec::new();
         match (&self.breaks, row) {
@@ -270,13 +270,13 @@ impl Mapping {
 
     /// One break from its two raw values: `None` when both are absent or empty (a row with
     /// fewer breaks), a problem when only one is.
-    fn break_of(
-        &self,
-        pair: &Pair,
-        [min_quantity, unit_price]: [Result<Option<Raw<'_>>, String>; 2],
+    fn break_of<'r>(
+        &'r self,
+        pair: &'r Pair,
+        [min_quantity, unit_price]: [Result<Option<Raw<'r>>, String>; 2],
         memo: &mut TimeMemos,
-    ) -> Result<Option<Node<'static>>, String> {
-        let mut read = |field: &MappedField, raw: Result<Option<Raw<'_>>, String>| {
+    ) -> Result<Option<Node<'r>>, String> {
+        let mut read = |field: &'r MappedField, raw: Result<Option<Raw<'r>>, String>| {
             raw.and_then(|raw| self.value_of(field, raw, memo))
                 .map_err(|why| format!("{}: {why}", field.name))
         };

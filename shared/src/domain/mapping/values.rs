@@ -3,6 +3,7 @@
 //! conversion (a whole number, a decimal with a dot, an RFC 3339 time in UTC).
 
 use crate::domain::definition::{Field, Values};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -42,8 +43,9 @@ impl FieldSteps {
     }
 
     /// The value of a field whose source gave `raw` (`None`: absent). `Ok(None)`: still absent
-    /// after the default (the normalizer then says whether the field was required).
-    pub fn apply(&self, raw: Option<&str>) -> Result<Option<String>, String> {
+    /// after the default (the normalizer then says whether the field was required). Borrowed
+    /// from `raw` or the steps: the kind's conversion writes the one owned copy.
+    pub fn apply<'a>(&'a self, raw: Option<&'a str>) -> Result<Option<Cow<'a, str>>, String> {
         let raw = match (&self.constant, raw) {
             (Some(constant), _) => Some(constant.as_str()),
             (None, raw) => raw,
@@ -67,9 +69,26 @@ impl FieldSteps {
         }
         let value = value.map(|v| self.map.get(v).map_or(v, String::as_str));
         Ok(match value {
-            Some(v) if !v.is_empty() => Some(v.to_owned()),
-            _ => self.default.clone(),
+            Some(v) if !v.is_empty() => Some(Cow::Borrowed(v)),
+            _ => self.default.as_deref().map(Cow::Borrowed),
         })
+    }
+}
+
+impl FieldSteps {
+    /// [`Self::apply`] to a value that may be owned: the result borrows what it can (the
+    /// body, the steps) and owns the rest.
+    pub(super) fn apply_kept<'a>(
+        &'a self,
+        raw: Option<Cow<'a, str>>,
+    ) -> Result<Option<Cow<'a, str>>, String> {
+        match raw {
+            Some(Cow::Owned(text)) => {
+                Ok(self.apply(Some(&text))?.map(|v| Cow::Owned(v.into_owned())))
+            }
+            Some(Cow::Borrowed(text)) => self.apply(Some(text)),
+            None => self.apply(None),
+        }
     }
 }
 
@@ -83,10 +102,25 @@ pub fn shown(text: &str) -> String {
     }
 }
 
-/// The last time text one body's rows gave, and its conversion (see
+/// The last few time texts one body's rows gave, and their conversions (see
 /// [`Conventions::time_through_memo`]); a refused text is not kept.
 #[derive(Debug, Default)]
-pub(super) struct TimeMemo(Option<(String, String)>);
+pub(super) struct TimeMemo {
+    /// At most [`TimeMemo::KEPT`], the newest last.
+    seen: Vec<(String, String)>,
+}
+
+impl TimeMemo {
+    /// How many conversions one time field keeps.
+    const KEPT: usize = 4;
+
+    fn keep(&mut self, text: &str, converted: &str) {
+        if self.seen.len() == Self::KEPT {
+            self.seen.remove(0);
+        }
+        self.seen.push((text.to_owned(), converted.to_owned()));
+    }
+}
 
 /// A [`TimeMemo`] for each time field of a row (`observed_at`, `valid_from`, `valid_until`):
 /// each field keeps its own last conversion, so two times that differ do not undo each
@@ -132,24 +166,23 @@ impl Conventions {
     /// A whole number as digits (`1.234` with `.` as the thousands separator is `1234`); the
     /// normalizer checks its range.
     pub fn whole_number(&self, text: &str) -> Result<String, String> {
-        self.into_whole_number(text.to_owned())
+        self.whole_number_of(text).map(Cow::into_owned)
     }
 
-    /// [`Self::whole_number`] of a value the caller owns (kept as it is when it needs no change).
-    pub fn into_whole_number(&self, text: String) -> Result<String, String> {
-        let changed = self.without_thousands(&text, true)?;
-        let digits = changed.as_deref().unwrap_or(&text);
+    /// [`Self::whole_number`], borrowed from `text` when it needs no change.
+    pub(super) fn whole_number_of<'t>(&self, text: &'t str) -> Result<Cow<'t, str>, String> {
+        let digits = self.without_thousands(text, true)?;
         if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            Ok(changed.unwrap_or(text))
+            Ok(digits)
         } else {
-            Err(format!("{} is not a whole number", shown(&text)))
+            Err(format!("{} is not a whole number", shown(text)))
         }
     }
 
     /// A quantity written with the document's separators: digits with at most one dot
     /// afterwards (`1.234,5` -> `1234.5`), a JSON number; the normalizer checks its places.
-    pub fn into_quantity(&self, text: String) -> Result<String, String> {
-        let decimal = self.into_decimal(text)?;
+    pub(super) fn quantity_of<'t>(&self, text: &'t str) -> Result<Cow<'t, str>, String> {
+        let decimal = self.decimal_of(text)?;
         let (whole, fraction) = decimal.split_once('.').unwrap_or((&decimal, "0"));
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
         match digits(whole) && digits(fraction) {
@@ -161,37 +194,38 @@ impl Conventions {
     /// A decimal written with the document's separators, with a dot (`1.234,50` -> `1234.50`);
     /// the normalizer checks it as a price.
     pub fn decimal(&self, text: &str) -> Result<String, String> {
-        self.into_decimal(text.to_owned())
+        self.decimal_of(text).map(Cow::into_owned)
     }
 
-    /// [`Self::decimal`] of a value the caller owns (changed in place where it can be).
-    pub fn into_decimal(&self, text: String) -> Result<String, String> {
-        let changed = self.without_thousands(&text, false)?;
-        if self.decimal != '.' && changed.as_deref().unwrap_or(&text).contains('.') {
+    /// [`Self::decimal`], borrowed from `text` when it needs no change (one copy otherwise).
+    pub(super) fn decimal_of<'t>(&self, text: &'t str) -> Result<Cow<'t, str>, String> {
+        let grouped = self.without_thousands(text, false)?;
+        if self.decimal != '.' && grouped.contains('.') {
             return Err(format!(
                 "{} has a '.', which is not this feed's decimal separator {:?}",
-                shown(&text),
+                shown(text),
                 self.decimal
             ));
         }
-        let mut plain = changed.unwrap_or(text);
-        if self.decimal != '.' {
-            while let Some(at) = plain.find(self.decimal) {
-                plain.replace_range(at..at + self.decimal.len_utf8(), ".");
-            }
+        if self.decimal == '.' || !grouped.contains(self.decimal) {
+            return Ok(grouped);
         }
-        Ok(plain)
+        let mut plain = grouped.into_owned();
+        while let Some(at) = plain.find(self.decimal) {
+            plain.replace_range(at..at + self.decimal.len_utf8(), ".");
+        }
+        Ok(Cow::Owned(plain))
     }
 
     /// `text` without its thousands separators (`None`: it has none), each of which must stand
     /// between groups of three digits before the decimal separator (`1.2.3` is refused, not
     /// read as `123`).
-    fn without_thousands(&self, text: &str, whole: bool) -> Result<Option<String>, String> {
+    fn without_thousands<'t>(&self, text: &'t str, whole: bool) -> Result<Cow<'t, str>, String> {
         let Some(sep) = self.thousands else {
-            return Ok(None);
+            return Ok(Cow::Borrowed(text));
         };
         if !text.contains(sep) {
-            return Ok(None);
+            return Ok(Cow::Borrowed(text));
         }
         let integer = match (whole, text.find(self.decimal)) {
             (false, Some(at)) => &text[..at],
@@ -214,42 +248,34 @@ impl Conventions {
                 shown(text)
             ));
         }
-        Ok(Some(text.replacen(sep, "", count - 1)))
+        Ok(Cow::Owned(text.replacen(sep, "", count - 1)))
     }
 
     /// A time in the document's format (RFC 3339 when it declares none) as RFC 3339 in UTC.
     /// A time without an offset is read in the declared time zone; one that zone skips or
     /// repeats (a daylight-saving change) is refused rather than guessed.
     pub fn time(&self, text: &str) -> Result<String, String> {
-        self.into_time(text.to_owned())
-    }
-
-    /// [`Self::time`] of a value the caller owns (kept as it is when the document's times are
-    /// RFC 3339 already).
-    pub fn into_time(&self, text: String) -> Result<String, String> {
         match &self.time_format {
-            None => Ok(text),
-            Some(format) => self.time_in(format, &text),
+            None => Ok(text.to_owned()),
+            Some(format) => self.time_in(format, text),
         }
     }
 
-    /// [`Self::into_time`] through `memo`, which keeps the last conversion of the body's rows:
-    /// a feed stamps most rows with one time (its export's), which is then converted once.
+    /// [`Self::time`] through `memo`, which keeps the body's last few conversions: a feed
+    /// stamps its rows with few times (its exports'), each then converted once.
     pub(super) fn time_through_memo(
         &self,
-        text: String,
+        text: &str,
         memo: &mut TimeMemo,
     ) -> Result<String, String> {
         let Some(format) = &self.time_format else {
-            return Ok(text);
+            return Ok(text.to_owned());
         };
-        if let Some((seen, converted)) = &memo.0 {
-            if *seen == text {
-                return Ok(converted.clone());
-            }
+        if let Some((_, converted)) = memo.seen.iter().find(|(seen, _)| seen == text) {
+            return Ok(converted.clone());
         }
-        let converted = self.time_in(format, &text)?;
-        memo.0 = Some((text, converted.clone()));
+        let converted = self.time_in(format, text)?;
+        memo.keep(text, &converted);
         Ok(converted)
     }
 
@@ -351,18 +377,22 @@ mod tests {
             "29.11.2026 08:00",
             "29.03.2026 02:30",
             "01.07.2026 08:00",
+            // More times than the memo keeps: the oldest go, and come back converted alike.
+            "01.01.2026 00:00",
+            "02.01.2026 00:00",
+            "03.01.2026 00:00",
+            "04.01.2026 00:00",
+            "29.11.2026 08:00",
+            "01.01.2026 00:00",
+            "25.10.2026 02:30",
         ];
         for text in texts {
-            assert_eq!(
-                c.time_through_memo(text.to_owned(), &mut memo),
-                c.time(text),
-                "{text}"
-            );
+            assert_eq!(c.time_through_memo(text, &mut memo), c.time(text), "{text}");
         }
         let plain = Conventions::compile(&Values::default()).unwrap();
         let text = "2026-11-29T08:00:00+01:00";
         assert_eq!(
-            plain.time_through_memo(text.to_owned(), &mut memo).unwrap(),
+            plain.time_through_memo(text, &mut memo).unwrap(),
             text,
             "without a time format a time is the normalizer's to read"
         );

@@ -7,7 +7,7 @@
 //! the five predefined ones and character references is refused, and nesting deeper than the
 //! definition's `max_depth` refuses the body. A row's place is the line its element starts on.
 
-use super::{Mapping, PageRead, Raw, RowRead, Source, TimeMemos};
+use super::{EachRow, Mapping, PageRead, Raw, RowRead, Source, TimeMemos};
 use crate::domain::definition::{Encoding, Xml};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;
@@ -201,6 +201,7 @@ pub(super) fn read(
     xml: &Xml,
     body: &[u8],
     max_rows: usize,
+    each: &mut EachRow<'_>,
 ) -> Result<PageRead, String> {
     let text = decode(body)?;
     let rows_path = parse_path(&xml.rows, &xml.namespaces, true)?;
@@ -215,7 +216,8 @@ pub(super) fn read(
         text: &text,
         stack: Vec::new(),
         row: None,
-        rows: Ok(Vec::new()),
+        rows: Ok(0),
+        each,
         lines: (0, 1),
         memo: TimeMemos::default(),
     };
@@ -242,14 +244,11 @@ pub(super) fn read(
             Event::Decl(_) | Event::PI(_) | Event::Comment(_) => {}
         }
     }
-    walk.rows.map(|rows| PageRead {
-        rows,
-        ..PageRead::default()
-    })
+    walk.rows.map(|_| PageRead::default())
 }
 
 /// The reader's state between events.
-struct Walk<'m, 't> {
+struct Walk<'m, 't, 'e> {
     mapping: &'m Mapping,
     wanted: Wanted,
     rows_path: &'m [Name],
@@ -262,7 +261,9 @@ struct Walk<'m, 't> {
     row: Option<(usize, usize)>,
     /// What the row being read holds so far.
     captured: Captured,
-    rows: Result<Vec<RowRead>, String>,
+    /// How many rows were handed on, or why the body is refused.
+    rows: Result<usize, String>,
+    each: &'e mut EachRow<'t>,
     /// The last byte offset a line was counted to, and its line.
     lines: (usize, usize),
     memo: TimeMemos,
@@ -279,7 +280,7 @@ struct Open {
     captured: bool,
 }
 
-impl Walk<'_, '_> {
+impl Walk<'_, '_, '_> {
     fn open(
         &mut self,
         reader: &NsReader<&[u8]>,
@@ -341,18 +342,23 @@ impl Walk<'_, '_> {
             return;
         };
         if let Ok(rows) = &mut self.rows {
-            if rows.len() == self.max_rows {
+            if *rows == self.max_rows {
                 self.rows = Err(format!("more than {} rows", self.max_rows));
             } else {
+                *rows += 1;
                 let (wanted, captured) = (&self.wanted, &self.captured);
                 let row = self.mapping.row_of(&mut self.memo, None, |field| {
                     Ok(value(wanted, field, captured))
                 });
-                rows.push(RowRead {
-                    place: format!("line {line}"),
-                    row,
-                    source: Vec::new(),
-                });
+                let place = format!("line {line}");
+                (self.each)(
+                    RowRead {
+                        place,
+                        row,
+                        source: Vec::new(),
+                    },
+                    None,
+                );
             }
         }
         self.captured.clear();

@@ -2,12 +2,13 @@
 //! rules as every format, each refused row kept with its place and reason beside the rows
 //! that pass, and the payload's fingerprint, which covers the whole body whatever was refused.
 
-use super::{normalize_row, refuse_ambiguous, NormalizedRow, RowRules, MAX_ROWS};
+use super::{normalize_row, refuse_ambiguous, MappedRow, NormalizedRow, RowRules, MAX_ROWS};
 use crate::domain::canonical_json::canonical_bytes;
 use crate::domain::fingerprint::{CanonicalizationRule, Fingerprint};
 use crate::domain::hashing::sha256_hex;
-use crate::domain::mapping::{Mapping, PageRead};
+use crate::domain::mapping::{Mapping, PageRead, RowRead};
 use crate::domain::reject::{RejectCode, Rejection};
+use crate::domain::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// A row the definition's rules refused: where it is in the body, and why.
@@ -45,23 +46,33 @@ impl Normalized {
 }
 
 /// Reads `body` through `mapping` and fingerprints it under `rule`. A body that cannot be
-/// read at all, or more than `MAX_ROWS` rows, refuses the delivery; a bad row does not.
+/// read at all, or more than `MAX_ROWS` rows, refuses the delivery; a bad row does not. Each
+/// row goes through the row rules as soon as it is read, so only what an offer keeps is
+/// copied out of the body.
 pub fn normalize_mapped(
     mapping: &Mapping,
     rule: CanonicalizationRule,
     body: &[u8],
 ) -> Result<Normalized, Rejection> {
-    let (mut page, document) =
-        mapping
-            .read_canonical(body, MAX_ROWS, Some(rule))
-            .map_err(|why| {
-                let code = if why.contains("rows exceed") || why.starts_with("more than") {
-                    RejectCode::PayloadTooLarge
-                } else {
-                    RejectCode::InvalidPayload
-                };
-                Rejection::new(code, why)
-            })?;
+    let mut checked = Checked {
+        rows: Vec::new(),
+        refused: Vec::new(),
+        ordered: rule.orders_rows_canonically(),
+        rules: mapping.rules(),
+    };
+    let mut each = |read: RowRead<MappedRow<'_>>, default_observed_at: Option<Timestamp>| {
+        checked.check(read, default_observed_at)
+    };
+    let (page, document) = mapping
+        .read_each(body, MAX_ROWS, Some(rule), &mut each)
+        .map_err(|why| {
+            let code = if why.contains("rows exceed") || why.starts_with("more than") {
+                RejectCode::PayloadTooLarge
+            } else {
+                RejectCode::InvalidPayload
+            };
+            Rejection::new(code, why)
+        })?;
     // A JSON body's canonical document comes from the read's own parse.
     let fingerprint = match document {
         Some(Ok(document)) => Fingerprint {
@@ -76,8 +87,9 @@ pub fn normalize_mapped(
         }
         None => fingerprint_under(mapping, rule, body)?,
     };
-    let ordered = rule.orders_rows_canonically();
-    let (mut rows, refused) = validate_rows(&mut page, ordered, mapping.rules());
+    let Checked {
+        mut rows, refused, ..
+    } = checked;
     refuse_ambiguous(&rows)?;
     if rule.orders_rows_canonically() {
         rows.sort_by(|a, b| a.canonical.cmp(&b.canonical));
@@ -86,38 +98,31 @@ pub fn normalize_mapped(
         rows,
         refused,
         fingerprint,
-        page: PageRead {
-            rows: Vec::new(),
-            ..page
-        },
+        page,
     })
 }
 
-/// Each read row through the row rules: the offers, and every refusal with its place.
-/// The rows are taken out of `page`. A text row's canonical bytes are written only when the
-/// rows are ordered by them (`ordered`).
-fn validate_rows(
-    page: &mut PageRead,
+/// The rows that passed the row rules so far, and every refusal with its place.
+struct Checked<'m> {
+    rows: Vec<NormalizedRow>,
+    refused: Vec<RefusedRow>,
+    /// Whether the rows are ordered by their canonical bytes: a text row's are written only
+    /// then.
     ordered: bool,
-    rules: &RowRules,
-) -> (Vec<NormalizedRow>, Vec<RefusedRow>) {
-    let mut rows = Vec::with_capacity(page.rows.len());
-    let mut refused = Vec::new();
-    for read in std::mem::take(&mut page.rows) {
+    rules: &'m RowRules,
+}
+
+impl Checked<'_> {
+    /// One read row through the row rules.
+    fn check(&mut self, read: RowRead<MappedRow<'_>>, default_observed_at: Option<Timestamp>) {
         let checked = match &read.row {
-            Ok(node) => {
-                let canonical = match (read.source.is_empty(), ordered) {
+            Ok(row) => {
+                let canonical = match (read.source.is_empty(), self.ordered) {
                     (false, _) => read.source,
-                    (true, true) => canonical_bytes(node),
+                    (true, true) => canonical_bytes(&row.to_node()),
                     (true, false) => Vec::new(),
                 };
-                normalize_row(
-                    &read.place,
-                    node,
-                    page.default_observed_at,
-                    canonical,
-                    rules,
-                )
+                normalize_row(&read.place, row, default_observed_at, canonical, self.rules)
             }
             Err(why) => Err(Rejection::new(
                 RejectCode::InvalidRow,
@@ -125,19 +130,18 @@ fn validate_rows(
             )),
         };
         match checked {
-            Ok(row) => rows.push(row),
-            Err(rejection) => refused.push(RefusedRow {
-                place: read.place.clone(),
-                code: rejection.code,
+            Ok(row) => self.rows.push(row),
+            Err(rejection) => self.refused.push(RefusedRow {
                 reason: rejection
                     .message
                     .strip_prefix(&format!("{}: ", read.place))
                     .unwrap_or(&rejection.message)
                     .to_owned(),
+                place: read.place,
+                code: rejection.code,
             }),
         }
     }
-    (rows, refused)
 }
 
 /// The payload's fingerprint: the bytes for `bytes-v1`, the canonical JSON (rows ordered at

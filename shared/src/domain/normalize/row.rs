@@ -2,6 +2,7 @@
 //! naming what is wrong with it. A connector definition declares the rules a source's rows
 //! follow ([`RowRules`]); the built-in formats follow the defaults.
 
+use super::members::{Member, RowView};
 use super::NormalizedRow;
 use crate::domain::canonical_json::Node;
 use crate::domain::currency::is_iso4217_currency;
@@ -36,7 +37,7 @@ impl RowRules {
 /// One row object's offer, or why it is refused (the message starts with `place`).
 pub(super) fn normalize_row(
     place: &str,
-    row: &Node<'_>,
+    row: &impl RowView,
     default_observed_at: Option<Timestamp>,
     canonical: Vec<u8>,
     rules: &RowRules,
@@ -45,41 +46,43 @@ pub(super) fn normalize_row(
     if !row.is_object() {
         return Err(at(RejectCode::InvalidRow, "must be an object".into()));
     }
-    let text = |field: &str| -> Result<Option<&str>, Rejection> {
-        match row.get(field) {
+    let text = |member: Member| -> Result<Option<&str>, Rejection> {
+        match row.member(member) {
             None | Some(Node::Null) => Ok(None),
             Some(Node::String(s)) => Ok(Some(s.as_ref())),
             Some(_) => Err(at(
                 RejectCode::InvalidRow,
-                format!("{field} must be a string"),
+                format!("{} must be a string", member.name()),
             )),
         }
     };
     let terms = Terms::read(row).map_err(|problems| terms_refusal(place, problems))?;
-    let sku = text("sku")?.ok_or_else(|| at(RejectCode::InvalidRow, "sku is missing".into()))?;
-    let unit = text("unit")?.ok_or_else(|| at(RejectCode::InvalidRow, "unit is missing".into()))?;
+    let sku =
+        text(Member::Sku)?.ok_or_else(|| at(RejectCode::InvalidRow, "sku is missing".into()))?;
+    let unit =
+        text(Member::Unit)?.ok_or_else(|| at(RejectCode::InvalidRow, "unit is missing".into()))?;
     let parts = ItemParts {
         // The manufacturer's part number where the row names one; the supplier's SKU, which
         // stays the observation's source record, where it does not.
-        part_number: text("mpn")?.unwrap_or(sku),
-        manufacturer: text("manufacturer")?,
-        revision: text("revision")?,
+        part_number: text(Member::Mpn)?.unwrap_or(sku),
+        manufacturer: text(Member::Manufacturer)?,
+        revision: text(Member::Revision)?,
         // The packaging the row names (reel, cut-tape) is the item's; without one, its unit is.
         packaging_unit: Some(terms.packaging.as_deref().unwrap_or(unit)),
-        condition: text("condition")?,
+        condition: text(Member::Condition)?,
     };
     let item = CanonicalItem::of(parts).map_err(|e| at(RejectCode::InvalidRow, e.to_string()))?;
     let quantity_basis = unit.trim().to_ascii_lowercase();
     let quantity_places = rules.places_of(&quantity_basis);
-    let quantity = parse_quantity(row.get("quantity"), quantity_places)
+    let quantity = parse_quantity(row.member(Member::Quantity), quantity_places)
         .map_err(|why| at(RejectCode::InvalidQuantity, why))?;
     let places = term_places(&terms, quantity_places);
     if !places.is_empty() {
         return Err(at(RejectCode::InvalidQuantity, places.join("; ")));
     }
-    let price =
-        row_price(row.get("price"), &terms).map_err(|why| at(RejectCode::InvalidPrice, why))?;
-    let currency = text("currency")?.unwrap_or_default();
+    let price = row_price(row.member(Member::Price), &terms)
+        .map_err(|why| at(RejectCode::InvalidPrice, why))?;
+    let currency = text(Member::Currency)?.unwrap_or_default();
     if !is_iso4217_currency(currency) {
         let shown: String = currency.chars().take(8).collect();
         return Err(at(
@@ -87,7 +90,7 @@ pub(super) fn normalize_row(
             format!("currency {shown:?} is not an active ISO 4217 code"),
         ));
     }
-    let observed_at = match text("observed_at")? {
+    let observed_at = match text(Member::ObservedAt)? {
         Some(t) => Timestamp::parse(t)
             .map_err(|e| at(RejectCode::InvalidRow, format!("observed_at: {e}")))?,
         None => default_observed_at

@@ -216,11 +216,8 @@ proptest! {
 }
 
 #[test]
-fn every_term_member_is_read_alone_and_the_list_is_sorted() {
-    assert!(TERM_MEMBERS
-        .windows(2)
-        .all(|w| w[0].as_bytes() < w[1].as_bytes()));
-    for name in TERM_MEMBERS {
+fn every_term_member_is_read_alone() {
+    for name in Member::TERMS.map(Member::name) {
         // An object is no term's value: a member that is read is refused, naming itself.
         let refused = messages(&format!(r#"{{"sku":"A","{name}":{{"x":1}}}}"#));
         assert!(
