@@ -13,6 +13,7 @@ use crate::domain::quantity::Quantity;
 use crate::domain::reject::{RejectCode, Rejection};
 use crate::domain::terms::Terms;
 use crate::domain::timestamp::Timestamp;
+use foldhash::fast::RandomState;
 use std::borrow::Cow;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -271,8 +272,9 @@ pub(crate) fn refusal_of(mut refused: Vec<Rejection>) -> Option<Rejection> {
 /// both are stored as sent.
 fn refuse_ambiguous(rows: &[NormalizedRow]) -> Result<(), Rejection> {
     // Keyed by the rows' own items (borrowed): no key is built per row.
-    let mut first: HashMap<(&CanonicalItem, Timestamp), (usize, &NormalizedRow)> =
-        HashMap::with_capacity(rows.len());
+    // At most `MAX_ROWS` keys, seeded per process: a supplier cannot make the map slow.
+    let mut first: HashMap<(&CanonicalItem, Timestamp), (usize, &NormalizedRow), RandomState> =
+        HashMap::with_capacity_and_hasher(rows.len(), RandomState::default());
     for (index, row) in rows.iter().enumerate() {
         match first.entry((&row.item, row.observed_at)) {
             Entry::Vacant(slot) => {
