@@ -30,7 +30,7 @@ pub use mapped::{normalize_mapped, Normalized, RefusedRow};
 pub use members::{MappedRow, Member, RowView, MEMBER_COUNT};
 pub use reading::{Read, Reading};
 pub use row::RowRules;
-use row::{normalize_row, LEGACY_RULES};
+use row::{normalize_row, TimeSeen, LEGACY_RULES};
 
 /// One source claim about one item, before it gets its delivery-scoped identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +141,7 @@ fn read_json_page(
                 format!("body is not canonicalizable JSON: {e}"),
             )
         })?;
+    let mut seen = TimeSeen::default();
     let mut normalized = every_row(rows.iter().zip(page.rows).enumerate().map(
         |(i, (row, bytes))| {
             normalize_row(
@@ -149,6 +150,7 @@ fn read_json_page(
                 default_observed_at,
                 bytes,
                 &LEGACY_RULES,
+                &mut seen,
             )
         },
     ))?;
@@ -179,6 +181,7 @@ fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<Normaliz
         .map_err(|e| Rejection::new(RejectCode::InvalidPayload, format!("CSV header: {e}")))?
         .clone();
     let mut results = Vec::new();
+    let mut seen = TimeSeen::default();
     for (index, record) in reader.records().enumerate() {
         let record = record.map_err(|e| {
             Rejection::new(RejectCode::InvalidPayload, format!("CSV row {index}: {e}"))
@@ -217,6 +220,7 @@ fn normalize_csv(rule: CanonicalizationRule, body: &[u8]) -> Result<Vec<Normaliz
             None,
             canonical,
             &LEGACY_RULES,
+            &mut seen,
         ));
     }
     let mut normalized = every_row(results.into_iter())?;

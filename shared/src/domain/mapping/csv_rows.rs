@@ -50,7 +50,7 @@ pub(super) fn read(
         let row = mapping.row_of(&mut memo, None, |field| {
             Ok(value(field_index(&columns, field), &record))
         });
-        let place = format!("line {line}");
+        let place = super::place("line ", line);
         each(
             RowRead {
                 place,

@@ -43,7 +43,7 @@ pub(super) fn read(
         ));
     }
     let (sources, document) = canonical(&root, items, rows_path.names().as_deref(), rule);
-    let pointer = rows_path.pointer();
+    let prefix = format!("{}/", rows_path.pointer());
     let mut memo = TimeMemos::default();
     for (index, (item, source)) in items.iter().zip(sources).enumerate() {
         let row = match item {
@@ -52,7 +52,7 @@ pub(super) fn read(
             }
             _ => Err("a row must be an object".into()),
         };
-        let place = format!("{pointer}/{index}");
+        let place = super::place(&prefix, index);
         each(RowRead { place, row, source }, page.default_observed_at);
     }
     Ok((page, document))

@@ -331,6 +331,17 @@ fn converted<'r>(
     }
 }
 
+/// A row's place: `prefix` and the row's number (`line 7`, `/data/items/3`), written for every
+/// row without the formatting machinery.
+fn place(prefix: &str, number: impl itoa::Integer) -> String {
+    let mut buffer = itoa::Buffer::new();
+    let digits = buffer.format(number);
+    let mut place = String::with_capacity(prefix.len() + digits.len());
+    place.push_str(prefix);
+    place.push_str(digits);
+    place
+}
+
 /// The text of a JSON scalar a field's steps read; an object or array is no field value.
 fn node_text(node: &Node<'_>) -> Result<String, String> {
     match node {

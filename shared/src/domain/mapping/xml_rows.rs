@@ -350,7 +350,7 @@ impl Walk<'_, '_, '_> {
                 let row = self.mapping.row_of(&mut self.memo, None, |field| {
                     Ok(value(wanted, field, captured))
                 });
-                let place = format!("line {line}");
+                let place = super::place("line ", line);
                 (self.each)(
                     RowRead {
                         place,

@@ -2,7 +2,9 @@
 //! rules as every format, each refused row kept with its place and reason beside the rows
 //! that pass, and the payload's fingerprint, which covers the whole body whatever was refused.
 
-use super::{normalize_row, refuse_ambiguous, MappedRow, NormalizedRow, RowRules, MAX_ROWS};
+use super::{
+    normalize_row, refuse_ambiguous, MappedRow, NormalizedRow, RowRules, TimeSeen, MAX_ROWS,
+};
 use crate::domain::canonical_json::canonical_bytes;
 use crate::domain::fingerprint::{CanonicalizationRule, Fingerprint};
 use crate::domain::hashing::sha256_hex;
@@ -59,6 +61,7 @@ pub fn normalize_mapped(
         refused: Vec::new(),
         ordered: rule.orders_rows_canonically(),
         rules: mapping.rules(),
+        seen: TimeSeen::default(),
     };
     let mut each = |read: RowRead<MappedRow<'_>>, default_observed_at: Option<Timestamp>| {
         checked.check(read, default_observed_at)
@@ -110,6 +113,7 @@ struct Checked<'m> {
     /// then.
     ordered: bool,
     rules: &'m RowRules,
+    seen: TimeSeen,
 }
 
 impl Checked<'_> {
@@ -122,7 +126,15 @@ impl Checked<'_> {
                     (true, true) => canonical_bytes(&row.to_node()),
                     (true, false) => Vec::new(),
                 };
-                normalize_row(&read.place, row, default_observed_at, canonical, self.rules)
+                let rules = self.rules;
+                normalize_row(
+                    &read.place,
+                    row,
+                    default_observed_at,
+                    canonical,
+                    rules,
+                    &mut self.seen,
+                )
             }
             Err(why) => Err(Rejection::new(
                 RejectCode::InvalidRow,

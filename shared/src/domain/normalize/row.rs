@@ -11,7 +11,7 @@ use crate::domain::money::Price;
 use crate::domain::quantity::Quantity;
 use crate::domain::reject::{RejectCode, Rejection};
 use crate::domain::terms::{compare_decimals, Terms};
-use crate::domain::timestamp::Timestamp;
+use crate::domain::timestamp::{Timestamp, TimestampError};
 use std::collections::BTreeMap;
 
 /// What a source declares about its rows (a connector definition's `unit_decimal_places`).
@@ -34,13 +34,37 @@ impl RowRules {
     }
 }
 
-/// One row object's offer, or why it is refused (the message starts with `place`).
+/// The last `observed_at` text the row rules read, and its instant: one body's rows mostly
+/// share a time (their export's), which is then parsed once. The text's buffer is reused.
+#[derive(Debug, Default)]
+pub(super) struct TimeSeen {
+    text: String,
+    at: Option<Timestamp>,
+}
+
+impl TimeSeen {
+    /// `text` as [`Timestamp::parse`] reads it.
+    pub(super) fn parse(&mut self, text: &str) -> Result<Timestamp, TimestampError> {
+        if let Some(at) = self.at.filter(|_| self.text == text) {
+            return Ok(at);
+        }
+        let at = Timestamp::parse(text)?;
+        self.text.clear();
+        self.text.push_str(text);
+        self.at = Some(at);
+        Ok(at)
+    }
+}
+
+/// One row object's offer, or why it is refused (the message starts with `place`). `seen`
+/// is the body's, carried from row to row.
 pub(super) fn normalize_row(
     place: &str,
     row: &impl RowView,
     default_observed_at: Option<Timestamp>,
     canonical: Vec<u8>,
     rules: &RowRules,
+    seen: &mut TimeSeen,
 ) -> Result<NormalizedRow, Rejection> {
     let at = |code: RejectCode, what: String| Rejection::new(code, format!("{place}: {what}"));
     if !row.is_object() {
@@ -91,7 +115,8 @@ pub(super) fn normalize_row(
         ));
     }
     let observed_at = match text(Member::ObservedAt)? {
-        Some(t) => Timestamp::parse(t)
+        Some(t) => seen
+            .parse(t)
             .map_err(|e| at(RejectCode::InvalidRow, format!("observed_at: {e}")))?,
         None => default_observed_at
             .ok_or_else(|| at(RejectCode::InvalidRow, "observed_at is missing".into()))?,

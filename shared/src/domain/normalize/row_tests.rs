@@ -13,7 +13,14 @@ fn read(members: &str, rules: &RowRules) -> Result<NormalizedRow, Rejection> {
     row.extend(extra);
     let text = serde_json::to_string(&row).unwrap();
     let node = canonical_json::parse_node(text.as_bytes()).unwrap();
-    normalize_row("row 0", &node, None, Vec::new(), rules)
+    normalize_row(
+        "row 0",
+        &node,
+        None,
+        Vec::new(),
+        rules,
+        &mut TimeSeen::default(),
+    )
 }
 
 fn metres(places: u8) -> RowRules {
@@ -99,5 +106,22 @@ fn the_quantity_terms_follow_the_units_places_and_every_one_is_named() {
             "{named}: {}",
             refused.message
         );
+    }
+}
+
+#[test]
+fn a_time_seen_before_reads_as_a_fresh_parse_would() {
+    let mut seen = TimeSeen::default();
+    let texts = [
+        "2026-11-29T08:00:00Z",
+        "2026-11-29T08:00:00Z",
+        "2026-11-29T09:00:00+01:00",
+        "not a time",
+        "2026-11-29T08:00:00Z",
+        "9999-12-31T23:59:59-01:00",
+        "2026-11-29T09:00:00+01:00",
+    ];
+    for text in texts {
+        assert_eq!(seen.parse(text), Timestamp::parse(text), "{text}");
     }
 }
