@@ -29,8 +29,9 @@ use crate::domain::envelope::RunPage;
 use crate::domain::hashing::sha256_hex;
 use crate::domain::ids::{DeliveryKey, FallbackFields, IdentityStrength, RunId, SourceDeliveryId};
 use crate::domain::mapping::json_path::JsonPath;
-use crate::domain::mapping::Mapping;
+use crate::domain::mapping::{Mapping, RowRead};
 use crate::domain::model::Run;
+use crate::domain::normalize::MappedRow;
 use crate::domain::timestamp::Timestamp;
 use crate::intake::envelope_for;
 use async_trait::async_trait;
@@ -490,15 +491,20 @@ fn pager(defined: &Defined<'_>) -> Result<Pager, PullError> {
 
 /// What the pager reads of a page: its rows and page count as the definition reads them.
 fn facts<'a>(pulling: &Pulling<'_>, page: &'a PageResponse) -> PageFacts<'a> {
-    let read = pulling
-        .mapping
-        .as_ref()
-        .and_then(|mapping| mapping.read(&page.body, MAX_COUNTED_ROWS).ok());
+    let read = pulling.mapping.as_ref().and_then(|mapping| {
+        // The rows are counted as they are read, none of them kept.
+        let mut rows = 0;
+        let mut count = |_: RowRead<MappedRow<'_>>, _| rows += 1;
+        let (document, _) = mapping
+            .read_each(&page.body, MAX_COUNTED_ROWS, None, &mut count)
+            .ok()?;
+        Some((rows, document.page_count))
+    });
     PageFacts {
         body: &page.body,
         link: page.link.as_deref(),
-        rows: read.as_ref().map(|r| r.rows.len()),
-        page_count: read.and_then(|r| r.page_count),
+        rows: read.map(|(rows, _)| rows),
+        page_count: read.and_then(|(_, page_count)| page_count),
     }
 }
 
