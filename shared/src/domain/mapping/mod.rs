@@ -283,9 +283,16 @@ impl MappedField {
         let source = source_of(format, field)?;
         let steps = FieldSteps::compile(field)?;
         let (kind, term) = terms::kind_of(name);
+        // A field a definition could map but no slot holds fails here, loudly, rather than
+        // landing in another member's slot.
+        let member = match (Member::named(name), name) {
+            (Some(member), _) => member,
+            (None, "min_quantity" | "unit_price") => Member::PriceBreaks,
+            (None, other) => return Err(format!("{other} is no member a row holds")),
+        };
         Ok(MappedField {
             name,
-            member: Member::named(name).unwrap_or(Member::PriceBreaks),
+            member,
             slot,
             kind,
             term,
