@@ -6,9 +6,11 @@
 //! `FEEDSAFE_FUZZ_CASES=100000` for a long run. No engine needed.
 
 use feedsafe::domain::definition::{Definition, Values};
+use feedsafe::domain::fingerprint::CanonicalizationRule;
 use feedsafe::domain::mapping::json_path::JsonPath;
 use feedsafe::domain::mapping::values::Conventions;
 use feedsafe::domain::mapping::Mapping;
+use feedsafe::domain::normalize::normalize_mapped;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -141,7 +143,15 @@ proptest! {
         any::<Vec<u8>>(),
         "[a-zA-Z0-9;,.\"\r\n<>/=:@&# -]{0,200}".prop_map(String::into_bytes),
     ]) {
-        let _ = mapping(SUPPLIERS[supplier]).read(&body, 50);
+        let mapping = mapping(SUPPLIERS[supplier]);
+        let read = mapping.read(&body, 50);
+        // The row rules are handed the same rows as they are read: each one an offer or a
+        // refusal, under every rule.
+        for rule in [CanonicalizationRule::BytesV1, CanonicalizationRule::JsonV1, CanonicalizationRule::JsonUnorderedRowsV1] {
+            if let (Ok(page), Ok(normalized)) = (&read, normalize_mapped(&mapping, rule, &body)) {
+                prop_assert_eq!(normalized.rows.len() + normalized.refused.len(), page.rows.len());
+            }
+        }
     }
 
     /// A CSV cell written back is the value read: any sku of the accepted characters, any
@@ -165,6 +175,12 @@ proptest! {
         prop_assert_eq!(read["sku"].as_str(), Some(sku.as_str()));
         prop_assert_eq!(read["quantity"].as_u64(), Some(quantity));
         prop_assert_eq!(read["price"].as_str().map(str::to_owned), Some(format!("{}.{:02}", cents / 100, cents % 100)));
+        // And as the observation keeps them, through the row rules the rows are handed to.
+        let stored = normalize_mapped(&mapping("lieferant-de"), CanonicalizationRule::BytesV1, &body).unwrap();
+        prop_assert!(stored.refused.is_empty(), "{:?}", stored.refused);
+        prop_assert_eq!(&stored.rows[0].source_record, &sku);
+        prop_assert_eq!(stored.rows[0].quantity.as_str(), quantity.to_string());
+        prop_assert_eq!(stored.rows[0].price.as_str().to_owned(), format!("{}.{:02}", cents / 100, cents % 100));
     }
 
     /// Any instant of years 0000-9999, written as Berlin's wall-clock time, reads back as that
