@@ -325,8 +325,8 @@ impl TestEnv {
 
 impl TestEnv {
     /// Drops `body` as the supplier's file `file` of `connector` (`drops/{connector}/{file}`),
-    /// as a supplier's upload does.
-    pub async fn drop_file(&self, connector: &str, file: &str, body: Vec<u8>) {
+    /// as a supplier's upload does; the version the bucket gave it.
+    pub async fn drop_file(&self, connector: &str, file: &str, body: Vec<u8>) -> String {
         self.clients
             .s3
             .put_object()
@@ -335,7 +335,9 @@ impl TestEnv {
             .body(body.into())
             .send()
             .await
-            .unwrap();
+            .expect("the supplier's upload")
+            .version_id
+            .expect("a versioned bucket")
     }
 
     pub async fn service_ingest(&self, service: &IngestService, envelope: &[u8]) {

@@ -335,18 +335,7 @@ async fn drop_sender(
         let body = csv_file(&rows);
         let size = body.len() as u64;
         let key = drop_key(&file, &body);
-        let version = env
-            .clients
-            .s3
-            .put_object()
-            .bucket(&env.bucket)
-            .key(format!("drops/{DROPS}/{file}"))
-            .body(body.into())
-            .send()
-            .await
-            .expect("the supplier's upload")
-            .version_id
-            .expect("a versioned bucket");
+        let version = env.drop_file(DROPS, &file, body).await;
         let mut s = sent.lock().unwrap();
         s.acknowledged(key, DROPS, &rows);
         s.dropped.push((file, version, size));
