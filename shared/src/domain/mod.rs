@@ -19,3 +19,4 @@ pub mod quote;
 pub mod reject;
 pub mod terms;
 pub mod timestamp;
+pub mod verification;
