@@ -136,7 +136,7 @@ LEADING_KEYS = {
 # (an object there triggers the drops function).
 PUT_PREFIXES = {
     "IngestFunction": {"raw/*", "rejected/*"},
-    "OpsFunction": {"claims/*"},
+    "OpsFunction": {"claims/*", "raw/verifications/*"},
     "WebhookFunction": {"claims/*"},
     "PollerFunction": {"claims/*"},
 }

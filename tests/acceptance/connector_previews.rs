@@ -169,12 +169,7 @@ async fn a_draft_with_five_mistakes_is_answered_with_five_pointers_and_readers_a
     let (status, answer) = preview(&stack, &draft, b"x").await;
     assert_eq!(status, 422, "{answer}");
     assert_eq!(answer["error"]["code"], "invalid_definition");
-    let pointers: Vec<&str> = answer["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["pointer"].as_str().unwrap())
-        .collect();
+    let pointers = problem_pointers(&answer);
     assert_eq!(
         pointers,
         [

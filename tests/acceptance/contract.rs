@@ -26,6 +26,8 @@ enum Access {
     Reader,
     /// Bearer JWT with `ops:write` (OpsAuthorizer).
     Ops,
+    /// Bearer JWT with `offers:verify` (ReaderAuthorizer), served by the ops function.
+    Verifier,
     /// Open at the gateway; the function verifies the Standard Webhooks signature.
     Signed,
     /// Open at the gateway and holding no data: the operator console's static page and assets
@@ -80,6 +82,9 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/v1/connectors", Access::Ops),
     ("GET", "/v1/items/{item}/timeline", Access::Ops),
     ("GET", "/v1/timeline", Access::Ops),
+    ("POST", "/v1/verifications", Access::Verifier),
+    ("GET", "/v1/verifications/{id}", Access::Verifier),
+    ("POST", "/v1/verifications/{id}/withdraw", Access::Verifier),
     ("GET", "/console", Access::Console),
     ("GET", "/console/{asset}", Access::Console),
 ];
@@ -294,6 +299,7 @@ fn operation_declares_its_parameters_and_security(
     let expected = match access_of(method, path) {
         Access::Reader => ("readerJwt", vec!["offers:read".to_owned()]),
         Access::Ops => ("opsJwt", vec!["ops:write".to_owned()]),
+        Access::Verifier => ("readerJwt", vec!["offers:verify".to_owned()]),
         Access::Signed => ("webhookSignature", vec![]),
         Access::Console => {
             assert!(
@@ -387,6 +393,7 @@ fn errors_and_observations_carry_their_fields(document: &serde_norway::Value) {
         "run_id",
         "claim",
         "verification",
+        "recorded_at",
         "dedup_confidence",
     ] {
         assert!(
@@ -476,6 +483,11 @@ fn contract_route_is_served_once(
             "QueryFunction",
         ),
         Access::Ops => ("OpsAuthorizer", vec!["ops:write".into()], "OpsFunction"),
+        Access::Verifier => (
+            "ReaderAuthorizer",
+            vec!["offers:verify".into()],
+            "OpsFunction",
+        ),
         Access::Signed => ("NONE", vec![], "WebhookFunction"),
         Access::Console => ("NONE", vec![], "OpsFunction"),
     };

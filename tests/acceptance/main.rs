@@ -41,3 +41,4 @@ mod suppliers;
 mod telemetry;
 mod template;
 mod terms;
+mod verifications;

@@ -104,7 +104,7 @@ fn assert_provenance(acme: &Value) {
         (
             acme["quantity"].as_u64(),
             acme["observed_at"].as_str(),
-            acme["verification"].as_str(),
+            acme["verification"]["state"].as_str(),
             acme["claim"].as_str()
         ),
         (

@@ -336,13 +336,18 @@ async fn responses_carry_provenance_trust_and_freshness_and_name_the_gap() {
             "run_id",
             "claim",
             "verification",
+            "recorded_at",
             "dedup_confidence",
             "freshness",
         ] {
             assert!(offer.get(field).is_some(), "offer lacks {field}: {offer}");
         }
         assert_eq!(offer["claim"], "source_reported");
-        assert_eq!(offer["verification"], "unverified");
+        assert_eq!(
+            offer["verification"],
+            serde_json::json!({"state": "unverified"})
+        );
+        assert!(offer["recorded_at"].is_string(), "{offer}");
         assert_eq!(offer["identity_strength"], "source");
         assert_eq!(offer["dedup_confidence"], "within_horizon");
         assert!(offer["price"].is_string());

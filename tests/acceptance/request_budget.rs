@@ -110,7 +110,8 @@ async fn fresh_deliveries_and_replays_stay_within_the_request_budget() {
     println!("{}", report.join("\n"));
 }
 
-/// An item's history costs two round trips: one index query, then one batch read of the
+/// An item's history costs two round trips: one index query (beside it, at the same time, the
+/// query of the item's verification records), then one batch read of the
 /// observations together with everything their visibility depends on (their sources'
 /// quarantine state and identity rules, the connector's publication policy, a staged
 /// delivery's commit marker): never a read per observation, per source or per delivery.
@@ -173,13 +174,14 @@ async fn an_items_history_reads_its_observations_and_their_context_in_one_batch(
     let mut newest_first: Vec<i64> = (0..exports).rev().collect();
     newest_first.push(99);
     assert_eq!(quantities, newest_first, "newest first: {history}");
-    assert_eq!(count(&reads, "DynamoDB.Query"), 1, "{reads:?}");
+    // The history index and the item's verification records, queried side by side.
+    assert_eq!(count(&reads, "DynamoDB.Query"), 2, "{reads:?}");
     assert_eq!(
         (
             count(&reads, "DynamoDB.BatchGetItem"),
             reads.values().sum::<usize>()
         ),
-        (1, 2),
+        (1, 3),
         "the observations and their context in one batch: {reads:?}"
     );
     println!("history of {} observations: {reads:?}", shown.len());

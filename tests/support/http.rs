@@ -327,3 +327,13 @@ pub async fn assert_invalid_request(url: String, token: &str) {
         "{refused}"
     );
 }
+
+/// The JSON pointers of a 422 answer's `problems`, in order.
+pub fn problem_pointers(answer: &serde_json::Value) -> Vec<&str> {
+    answer["problems"]
+        .as_array()
+        .expect("a problems list")
+        .iter()
+        .map(|p| p["pointer"].as_str().expect("a pointer"))
+        .collect()
+}

@@ -371,7 +371,7 @@ pub async fn run() -> Result<()> {
                     s(&o["quantity"]),
                     s(&o["observed_at"]),
                     s(&o["retrieved_at"]),
-                    s(&o["verification"]),
+                    s(&o["verification"]["state"]),
                     s(&o["freshness"]["age_seconds"]),
                 ]
             })

@@ -12,6 +12,7 @@ use feedsafe::domain::ids::{ConnectorId, ObservationId, TenantId};
 use feedsafe::domain::model::{
     CorrectionRules, Observation, ReplayRecord, Run, RunPages, SourceQuarantine, SourceRef,
 };
+use feedsafe::domain::verification::VerificationEvent;
 use feedsafe::protocols::ports::{Clock, StoreError};
 use feedsafe::protocols::projection::{
     ClaimContext, ContextKeys, EvidenceReads, HistoryPage, SourceState,
@@ -115,5 +116,13 @@ impl EvidenceReads for LaggingIndex {
         let mut page = self.inner.item_history(tenant, item, cursor, limit).await?;
         page.observations.retain(|o| self.indexed(o));
         Ok(page)
+    }
+
+    async fn item_verifications(
+        &self,
+        tenant: &TenantId,
+        item: &str,
+    ) -> Result<Vec<VerificationEvent>, StoreError> {
+        self.inner.item_verifications(tenant, item).await
     }
 }

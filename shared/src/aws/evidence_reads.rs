@@ -533,6 +533,14 @@ impl EvidenceReads for DynamoEvidenceStore {
         Ok(found.answer(ids, context, asked))
     }
 
+    async fn item_verifications(
+        &self,
+        tenant: &TenantId,
+        item: &str,
+    ) -> Result<Vec<crate::domain::verification::VerificationEvent>, StoreError> {
+        DynamoEvidenceStore::item_verifications(self, tenant, item).await
+    }
+
     async fn item_history(
         &self,
         tenant: &TenantId,

@@ -19,6 +19,7 @@ pub mod secret_owners;
 pub mod secrets;
 pub mod sqs;
 pub mod stream_records;
+pub mod verifications;
 
 use aws_config::BehaviorVersion;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};

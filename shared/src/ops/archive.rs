@@ -40,6 +40,11 @@ impl RawArchive {
         self.store.bucket()
     }
 
+    /// The bucket as the protocols write evidence to it (verification documents).
+    pub fn artifacts(&self) -> &dyn crate::protocols::ports::ArtifactStore {
+        self.store.as_ref()
+    }
+
     /// Reads an object, refusing objects larger than `limit`.
     pub async fn read(&self, key: &str, limit: u64) -> Result<Vec<u8>, ArtifactError> {
         self.store.fetch(self.bucket(), key, None, limit).await

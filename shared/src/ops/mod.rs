@@ -27,6 +27,9 @@
 //! | `GET /v1/connectors` | the tenant's connectors: freshness, open quarantines, source quarantine |
 //! | `GET /v1/items/{item}/timeline` | every claim about an item, current ones marked, with retrieval lag |
 //! | `GET /v1/timeline?item=` | the same, the item in the query (a part number holding `/` or `%`) |
+//! | `POST /v1/verifications` | a verification record (201; 200 when the same request was recorded); scope `offers:verify`, not `ops:write` |
+//! | `GET /v1/verifications/{id}` | the record and its withdrawal; scope `offers:verify` |
+//! | `POST /v1/verifications/{id}/withdraw` | a withdrawal: a new record (201; 409 `already_withdrawn`); scope `offers:verify` |
 //! | `GET /console`, `GET /console/{asset}` | the operator console (static; no token: its data calls need one) |
 //!
 //! Operator records are append-only: each resolution step, each correction and each source
@@ -60,6 +63,7 @@ mod routes;
 mod source_actions;
 #[cfg(test)]
 mod tests;
+mod verifications;
 mod views;
 
 pub use archive::{ArchivedObject, RawArchive};
@@ -84,7 +88,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tracing::error;
 
-/// The scope every ops route requires (the JWT authorizer's scope; locally the token's).
+/// The scope every ops route requires (the verifiers' routes apart) (the JWT authorizer's scope; locally the token's).
 pub const OPS_SCOPE: &str = "ops:write";
 /// Lifetime of a presigned artifact link.
 pub const PRESIGN_SECONDS: u64 = 300;
@@ -178,6 +182,8 @@ enum OpsError {
     Precondition(u16, &'static str, String),
     /// A connector definition with problems (HTTP 422, every problem with its pointer).
     Definition(Vec<crate::domain::definition::Problem>),
+    /// A verification with problems (HTTP 422, every problem with its pointer).
+    Verification(Vec<crate::domain::definition::Problem>),
 }
 
 impl From<StoreError> for OpsError {
@@ -211,6 +217,7 @@ impl OpsError {
                 HttpResponse::error(503, "unavailable", public)
             }
             Self::Definition(problems) => previews::definition_refused(problems),
+            Self::Verification(problems) => verifications::verification_refused(problems),
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::domain::model::{Observation, QuarantineEntry};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{ArtifactError, ArtifactStore, ConnectorDirectory, StoreError};
 use crate::protocols::source_quarantine::SourceQuarantineStore;
+use crate::protocols::verification::VerificationStore;
 use async_trait::async_trait;
 use std::time::Duration;
 
@@ -70,7 +71,7 @@ pub struct DefinitionVersion {
 
 /// The evidence-table reads and writes of the ops routes beyond the protocol ports.
 #[async_trait]
-pub trait OpsStore: SourceQuarantineStore + ConnectorDirectory {
+pub trait OpsStore: SourceQuarantineStore + ConnectorDirectory + VerificationStore {
     /// The entry `id` and its resolution (consistent).
     async fn quarantine_entry(&self, id: &str) -> Result<Option<ResolvedEntry>, StoreError>;
     /// Every quarantine entry of a tenant, with its resolution.

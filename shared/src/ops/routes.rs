@@ -33,7 +33,11 @@ pub async fn handle_ops(service: &OpsService, request: OpsRequest) -> HttpRespon
     if let Some(page) = super::console::serve(&request.method, &request.path) {
         return page;
     }
-    let principal = match authorized(&request) {
+    // The verifiers' routes have their own scope, and an operator's does not reach them.
+    if let Some(answer) = super::verifications::route(service, &request).await {
+        return answer;
+    }
+    let principal = match authorized(&request, OPS_SCOPE, "an operator's") {
         Ok(principal) => principal,
         Err(refusal) => return refusal,
     };
@@ -44,20 +48,25 @@ pub async fn handle_ops(service: &OpsService, request: OpsRequest) -> HttpRespon
     }
 }
 
-/// The caller's principal if it may call the ops routes: authenticated, with `ops:write`.
-fn authorized(request: &OpsRequest) -> Result<&Principal, HttpResponse> {
+/// The caller's principal if it may call a route that needs `scope` (`ops:write` for the ops
+/// routes): authenticated (`whose` bearer token), with the scope.
+pub(super) fn authorized<'r>(
+    request: &'r OpsRequest,
+    scope: &str,
+    whose: &str,
+) -> Result<&'r Principal, HttpResponse> {
     let Some(principal) = request.principal.as_ref() else {
         return Err(HttpResponse::error(
             401,
             "unauthorized",
-            "an operator's bearer token is required",
+            &format!("{whose} bearer token is required"),
         ));
     };
-    if !principal.scopes.iter().any(|s| s == OPS_SCOPE) {
+    if !principal.scopes.iter().any(|s| s == scope) {
         return Err(HttpResponse::error(
             403,
             "forbidden",
-            "the ops:write scope is required",
+            &format!("the {scope} scope is required"),
         ));
     }
     Ok(principal)
@@ -206,7 +215,7 @@ fn wrong_method(parts: &[&str]) -> Routed {
     }
 }
 
-fn method_not_allowed(allowed: &str) -> HttpResponse {
+pub(super) fn method_not_allowed(allowed: &str) -> HttpResponse {
     HttpResponse::error(
         405,
         "method_not_allowed",

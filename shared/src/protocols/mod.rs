@@ -11,3 +11,4 @@ pub mod ports;
 pub mod projection;
 pub mod query;
 pub mod source_quarantine;
+pub mod verification;

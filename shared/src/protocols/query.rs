@@ -7,6 +7,7 @@ use crate::domain::item::{CanonicalItem, ItemParts};
 use crate::domain::model::Observation;
 use crate::domain::terms::Decimal;
 use crate::domain::timestamp::Timestamp;
+use crate::domain::verification::{VerificationEvent, VerificationView};
 use crate::protocols::ports::StoreError;
 use crate::protocols::projection::{Eligibility, EvidenceReads, ProjectionStore};
 use std::collections::HashMap;
@@ -91,7 +92,11 @@ impl QueryService {
                 "max_age_seconds must be a non-negative integer".into(),
             ));
         }
-        let rows = self.projection.offers(&principal.tenant, &item).await?;
+        // The claims and every verification record about them, side by side.
+        let (rows, verifications) = tokio::try_join!(
+            self.projection.offers(&principal.tenant, &item),
+            self.reads.item_verifications(&principal.tenant, &item)
+        )?;
         let eligibility = Eligibility::new(self.reads.as_ref());
         eligibility
             .prefetch_sources(rows.iter().map(|row| row.observation.source()))
@@ -110,7 +115,7 @@ impl QueryService {
             let age = now.seconds_since(o.observed_at).max(0);
             let stale = max_age_seconds.is_some_and(|m| age > m);
             offers.push(Offer {
-                observation: ObservationBody::from(&o),
+                observation: body_of(&o, &verifications, now),
                 freshness: Freshness {
                     age_seconds: age,
                     stale,
@@ -220,14 +225,17 @@ impl QueryService {
     ) -> Result<HistoryResponse, QueryError> {
         let item = Self::item_key(item)?;
         let limit = limit.clamp(1, 100);
-        let page = self
-            .reads
-            .item_history(&principal.tenant, &item, cursor, limit)
-            .await
-            .map_err(|e| match e {
-                StoreError::InvalidCursor(m) => QueryError::InvalidCursor(m),
-                other => QueryError::Store(other),
-            })?;
+        let (page, verifications) = tokio::join!(
+            self.reads
+                .item_history(&principal.tenant, &item, cursor, limit),
+            self.reads.item_verifications(&principal.tenant, &item)
+        );
+        let page = page.map_err(|e| match e {
+            StoreError::InvalidCursor(m) => QueryError::InvalidCursor(m),
+            other => QueryError::Store(other),
+        })?;
+        let verifications = verifications?;
+        let now = Timestamp::now();
         // The index copy may lag the base item (a supersession marker, say): the base items,
         // read consistently in one batch with what their visibility depends on, are what
         // readers see.
@@ -245,7 +253,9 @@ impl QueryService {
             if !visibility.is_published() {
                 continue;
             }
-            observations.push(HistoryEntry::new(&o, visibility));
+            let mut entry = HistoryEntry::new(&o, visibility);
+            entry.observation = body_of(&o, &verifications, now);
+            observations.push(entry);
         }
         Ok(HistoryResponse {
             item,
@@ -274,7 +284,22 @@ impl QueryService {
         if !visibility.is_published() {
             return Err(not_found());
         }
-        Ok(ObservationDetail::new(&o, visibility))
+        let verifications = self.reads.item_verifications(&o.tenant, &o.item).await?;
+        let mut detail = ObservationDetail::new(&o, visibility);
+        detail.entry.observation = body_of(&o, &verifications, Timestamp::now());
+        Ok(detail)
+    }
+}
+
+/// The observation's fields as a response shows them, with its verification at `now`.
+fn body_of(
+    o: &Observation,
+    verifications: &[VerificationEvent],
+    now: Timestamp,
+) -> ObservationBody {
+    ObservationBody {
+        verification: VerificationView::at(verifications, &o.observation_id, now),
+        ..ObservationBody::from(o)
     }
 }
 

@@ -475,6 +475,15 @@
     return g;
   }
 
+  // A claim's verification (docs/openapi.yaml `Verification`): its state, and for a record what
+  // it covers and until when. A claim stays source-reported whatever its verification says.
+  function verificationText(v) {
+    if (!v || !v.record) return (v && v.state) || "unverified";
+    const scope = v.scope.kind === "stock_at_least" ? "stock ≥ " + v.scope.quantity : v.scope.kind;
+    const when = v.state === "withdrawn" ? "withdrawn " + v.withdrawn_at : (v.state === "expired" ? "expired " : "until ") + v.expires_at;
+    return v.state + ": " + scope + " by " + v.method.replace(/_/g, " ") + ", " + when + " (" + v.record + ")";
+  }
+
   // A claim's commercial terms in a few words (docs/item-schema.md): "" when it states none.
   function termsText(c) {
     const parts = [];
@@ -510,7 +519,7 @@
       ? [chart("Quantity", points, (p) => p.quantity, times), chart("Price", points, (p) => p.price, times)]
       : [el("p", { text: "No claims about this item." })];
     const rows = claims.map((c) => [c.observed_at, c.retrieved_at, age(c.retrieval_lag_seconds), c.quantity, c.price + " " + c.currency,
-      termsText(c) || "—", CLASS_LABEL[claimClass(c)] + (c.future_dated ? " (future-dated)" : ""), c.connector + "/" + c.source_account, el("code", { text: c.source_record }),
+      termsText(c) || "—", CLASS_LABEL[claimClass(c)] + (c.future_dated ? " (future-dated)" : ""), verificationText(c.verification), c.connector + "/" + c.source_account, el("code", { text: c.source_record }),
       link("#/deliveries/" + keyPath(c.delivery_key), c.delivery_key), el("code", { text: c.observation_id })]);
     const quarantined = (d.quarantined || []).map((q) => [link("#/quarantine/" + segment(q.quarantine_id), q.quarantine_id), q.status, q.reason_code,
       q.readable ? q.observed_at : "—", q.readable ? q.quantity : "—", q.readable ? q.price + " " + q.currency : q.reason, q.delivery_key]);
@@ -518,7 +527,7 @@
       el("p", { text: claims.length + " claim(s)" + (d.truncated ? " (the newest " + claims.length + " shown)" : "") + ", as of " + d.as_of }),
       legend, ...charts,
       el("h3", { text: "Claims (newest first)" }),
-      table(["Observed", "Retrieved", "Lag", "Quantity", "Price", "Terms", "Status", "Source", "Source record", "Delivery", "Observation"], rows,
+      table(["Observed", "Retrieved", "Lag", "Quantity", "Price", "Terms", "Status", "Verification", "Source", "Source record", "Delivery", "Observation"], rows,
         (i) => (claims[i].current ? "current" : undefined)),
       el("h3", { text: "Quarantined payloads under these deliveries" }),
       quarantined.length ? table(["Entry", "Status", "Reason", "Observed", "Quantity", "Price", "Delivery key"], quarantined) : el("p", { text: "None." }));

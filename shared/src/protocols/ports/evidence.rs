@@ -11,6 +11,7 @@ use crate::domain::model::{
     SourceQuarantine, SourceRef,
 };
 use crate::domain::timestamp::Timestamp;
+use crate::domain::verification::VerificationEvent;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -83,6 +84,12 @@ pub trait EvidenceReads: Send + Sync {
         cursor: Option<&str>,
         limit: i32,
     ) -> Result<HistoryPage, StoreError>;
+    /// Every verification record about the tenant's `item`, any of its claims (consistent).
+    async fn item_verifications(
+        &self,
+        tenant: &TenantId,
+        item: &str,
+    ) -> Result<Vec<VerificationEvent>, StoreError>;
 }
 
 /// What the visibility of some claims depends on besides the claims themselves: their sources'

@@ -10,6 +10,7 @@ use crate::domain::quantity::Quantity;
 use crate::domain::quote::{rank, Offered, Quote};
 use crate::domain::terms::{Decimal, Terms};
 use crate::domain::timestamp::Timestamp;
+use crate::domain::verification::VerificationView;
 use crate::protocols::projection::Visibility;
 use serde::Serialize;
 
@@ -33,7 +34,11 @@ pub struct ObservationBody {
     /// `null` for a delivery outside any pull run.
     pub run_id: Option<RunId>,
     pub claim: String,
-    pub verification: String,
+    /// What a separate verification record says of this claim (`unverified` without one).
+    pub verification: VerificationView,
+    /// When the claim was stored: what an as-of read compares. `null` on claims stored before
+    /// the time was kept.
+    pub recorded_at: Option<Timestamp>,
     pub dedup_confidence: DedupConfidence,
     pub future_dated: bool,
     /// The commercial terms, each left out when the supplier stated none.
@@ -59,7 +64,8 @@ impl From<&Observation> for ObservationBody {
             retrieved_at: o.retrieved_at,
             run_id: o.run_id.clone(),
             claim: o.claim.clone(),
-            verification: o.verification.clone(),
+            verification: VerificationView::unverified(),
+            recorded_at: o.recorded_at,
             dedup_confidence: o.dedup_confidence,
             future_dated: o.future_dated,
             terms: o.terms.clone(),
@@ -395,7 +401,8 @@ mod tests {
         m.insert("retrieved_at".into(), json!(o.retrieved_at.to_rfc3339()));
         m.insert("run_id".into(), json!(o.run_id));
         m.insert("claim".into(), json!(o.claim));
-        m.insert("verification".into(), json!(o.verification));
+        m.insert("verification".into(), json!({"state": o.verification}));
+        m.insert("recorded_at".into(), json!(o.recorded_at));
         m.insert("dedup_confidence".into(), json!(o.dedup_confidence));
         m.insert("future_dated".into(), json!(o.future_dated));
         m
