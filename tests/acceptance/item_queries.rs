@@ -51,9 +51,13 @@ async fn get(url: String, token: Option<&str>) -> (u16, Value) {
     call("GET", url, token, Value::Null).await
 }
 
-/// `answer` without its clock: no `as_of`, and each `age_seconds` counted back from `as_of`
-/// (`age - as_of` is minus the observation time, whenever the answer was given).
+/// `answer` without its clock: no `as_of` (nor the receipt, which digests it), and each
+/// `age_seconds` counted back from `as_of` (`age - as_of` is minus the observation time,
+/// whenever the answer was given).
 fn clockless(mut answer: Value) -> Value {
+    if let Some(o) = answer.as_object_mut() {
+        o.remove("receipt");
+    }
     let as_of = answer
         .as_object_mut()
         .and_then(|o| o.remove("as_of"))

@@ -1,6 +1,7 @@
 //! Acceptance tests against DynamoDB Local and moto. One binary, so the engines' clients and the
 //! build are shared; each test creates its own resources from `template.yaml`.
 
+mod as_of;
 mod async_invoke;
 mod bad_input;
 mod connector_definitions;

@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::domain::ids::{ConnectorId, ObservationId, TenantId};
 use feedsafe::domain::model::{
-    CorrectionRules, Observation, ReplayRecord, Run, RunPages, SourceQuarantine, SourceRef,
+    CommitMarker, CorrectionRules, Observation, ReplayRecord, Run, RunPages, SourceQuarantine,
+    SourceQuarantineEvent, SourceRef,
 };
 use feedsafe::domain::verification::VerificationEvent;
 use feedsafe::protocols::ports::{Clock, StoreError};
@@ -116,6 +117,21 @@ impl EvidenceReads for LaggingIndex {
         let mut page = self.inner.item_history(tenant, item, cursor, limit).await?;
         page.observations.retain(|o| self.indexed(o));
         Ok(page)
+    }
+
+    async fn source_quarantine_history(
+        &self,
+        source: &SourceRef,
+    ) -> Result<Vec<SourceQuarantineEvent>, StoreError> {
+        self.inner.source_quarantine_history(source).await
+    }
+
+    async fn commit_marker(
+        &self,
+        delivery_key: &str,
+        epoch: u32,
+    ) -> Result<Option<CommitMarker>, StoreError> {
+        self.inner.commit_marker(delivery_key, epoch).await
     }
 
     async fn item_verifications(

@@ -533,6 +533,25 @@ impl EvidenceReads for DynamoEvidenceStore {
         Ok(found.answer(ids, context, asked))
     }
 
+    async fn source_quarantine_history(
+        &self,
+        source: &SourceRef,
+    ) -> Result<Vec<crate::domain::model::SourceQuarantineEvent>, StoreError> {
+        self.source_quarantine_events(source).await
+    }
+
+    async fn commit_marker(
+        &self,
+        delivery_key: &str,
+        epoch: u32,
+    ) -> Result<Option<crate::domain::model::CommitMarker>, StoreError> {
+        self.get(
+            super::dynamo::commit_marker_pk(delivery_key, epoch),
+            SK_COMMIT_MARKER,
+        )
+        .await
+    }
+
     async fn item_verifications(
         &self,
         tenant: &TenantId,

@@ -3,7 +3,7 @@
 
 use crate::domain::terms::Decimal;
 use crate::domain::timestamp::Timestamp;
-use crate::protocols::query::{Principal, QueryError, QueryService, READ_SCOPE};
+use crate::protocols::query::{OffersAsked, Principal, QueryError, QueryService, READ_SCOPE};
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -145,22 +145,28 @@ pub async fn handle_read(
     match segments(&request.path).as_slice() {
         ["v1", "items", item, "offers"] => read_offers(service, principal, item, query, now).await,
         ["v1", "items", item, "observations"] => {
-            read_history(service, principal, item, query).await
+            read_history(service, principal, item, query, now).await
         }
         ["v1", "offers"] => match queried_item(query) {
             Ok(item) => read_offers(service, principal, item, query, now).await,
             Err(refusal) => refusal,
         },
         ["v1", "observations"] => match queried_item(query) {
-            Ok(item) => read_history(service, principal, item, query).await,
+            Ok(item) => read_history(service, principal, item, query, now).await,
             Err(refusal) => refusal,
         },
-        ["v1", "observations", id] => answer(service.observation(principal, id).await),
-        ["v1", "items"] => match found_part(query) {
-            Ok((mpn, manufacturer)) => {
-                answer(service.items(principal, mpn, manufacturer, now).await)
-            }
+        ["v1", "observations", id] => match as_of(query) {
+            Ok(at) => answer(service.observation_as_of(principal, id, at, now).await),
             Err(refusal) => refusal,
+        },
+        ["v1", "receipts", "verify"] => verify_receipt(service, principal, query, now).await,
+        ["v1", "items"] => match (found_part(query), as_of(query)) {
+            (Ok((mpn, manufacturer)), Ok(at)) => answer(
+                service
+                    .items_as_of(principal, mpn, manufacturer, at, now)
+                    .await,
+            ),
+            (Err(refusal), _) | (_, Err(refusal)) => refusal,
         },
         _ => HttpResponse::error(404, "not_found", "no such route"),
     }
@@ -174,30 +180,100 @@ async fn read_offers(
     query: &HashMap<String, String>,
     now: Timestamp,
 ) -> HttpResponse {
-    let (max_age, quantity) = match (max_age_of(query), quantity_of(query)) {
-        (Ok(max_age), Ok(quantity)) => (max_age, quantity),
-        (Err(refusal), _) | (_, Err(refusal)) => return refusal,
+    let (max_age, quantity, as_of) = match (max_age_of(query), quantity_of(query), as_of(query)) {
+        (Ok(max_age), Ok(quantity), Ok(as_of)) => (max_age, quantity, as_of),
+        (Err(refusal), _, _) | (_, Err(refusal), _) | (_, _, Err(refusal)) => return refusal,
     };
-    answer(
-        service
-            .offers_for(principal, item, max_age, quantity.as_ref(), now)
-            .await,
+    let asked = OffersAsked {
+        max_age_seconds: max_age,
+        quantity: quantity.as_ref(),
+        as_of,
+    };
+    answer(service.offers_as_asked(principal, item, &asked, now).await)
+}
+
+/// `GET /v1/receipts/verify?item=&as_of=&digest=` (with the `quantity` and `max_age_seconds`
+/// the answer was asked with): the offers answer at `as_of` recomputed from the evidence, and
+/// whether its digest is the one given.
+async fn verify_receipt(
+    service: &QueryService,
+    principal: &Principal,
+    query: &HashMap<String, String>,
+    now: Timestamp,
+) -> HttpResponse {
+    let item = match queried_item(query) {
+        Ok(item) => item,
+        Err(refusal) => return refusal,
+    };
+    let digest = match query.get("digest").filter(|d| !d.is_empty()) {
+        Some(digest) => digest.clone(),
+        None => return invalid("digest is required (the receipt's `sha256:...`)"),
+    };
+    let (max_age, quantity, as_of) = match (max_age_of(query), quantity_of(query), as_of(query)) {
+        (Ok(max_age), Ok(quantity), Ok(Some(as_of))) => (max_age, quantity, as_of),
+        (_, _, Ok(None)) => return invalid("as_of is required (the receipt's instant)"),
+        (Err(refusal), _, _) | (_, Err(refusal), _) | (_, _, Err(refusal)) => return refusal,
+    };
+    let asked = OffersAsked {
+        max_age_seconds: max_age,
+        quantity: quantity.as_ref(),
+        as_of: Some(as_of),
+    };
+    let recomputed = match service.offers_as_asked(principal, item, &asked, now).await {
+        Ok(answer) => answer.digest(),
+        Err(e) => return query_error(e),
+    };
+    HttpResponse::json(
+        200,
+        &ReceiptCheck {
+            item: item.to_owned(),
+            as_of,
+            matches: recomputed == digest,
+            digest,
+            recomputed_digest: recomputed,
+        },
     )
 }
 
-/// One page of `item`'s history, with the query's `limit` and `cursor`.
+/// The answer of `GET /v1/receipts/verify`.
+#[derive(Debug, Serialize)]
+struct ReceiptCheck {
+    item: String,
+    as_of: Timestamp,
+    /// The digest asked about.
+    digest: String,
+    /// The digest of the answer recomputed at `as_of`.
+    recomputed_digest: String,
+    matches: bool,
+}
+
+/// `?as_of=`: an RFC 3339 instant, or absent.
+fn as_of(query: &HashMap<String, String>) -> Result<Option<Timestamp>, HttpResponse> {
+    query
+        .get("as_of")
+        .map(|text| Timestamp::parse(text))
+        .transpose()
+        .map_err(|e| invalid(&format!("as_of must be an RFC 3339 instant: {e}")))
+}
+
+/// One page of `item`'s history, with the query's `limit`, `cursor` and `as_of`.
 async fn read_history(
     service: &QueryService,
     principal: &Principal,
     item: &str,
     query: &HashMap<String, String>,
+    now: Timestamp,
 ) -> HttpResponse {
-    let limit = match limit_of(query) {
-        Ok(limit) => limit,
-        Err(refusal) => return refusal,
+    let (limit, at) = match (limit_of(query), as_of(query)) {
+        (Ok(limit), Ok(at)) => (limit, at),
+        (Err(refusal), _) | (_, Err(refusal)) => return refusal,
     };
     let cursor = query.get("cursor").map(String::as_str);
-    answer(service.history(principal, item, cursor, limit).await)
+    answer(
+        service
+            .history_as_of(principal, item, cursor, limit, at, now)
+            .await,
+    )
 }
 
 /// `?item=` of the query forms: present and not empty (the service checks it is an item key).

@@ -15,8 +15,8 @@ use crate::domain::terms::{Decimal, Terms};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::http::{positive_quantity, HttpResponse};
 use crate::protocols::query::{
-    HistoryResponse, ItemsResponse, ObservationBody, ObservationDetail, OffersResponse, Principal,
-    QueryError, QueryService, READ_SCOPE,
+    HistoryResponse, ItemsResponse, ObservationBody, ObservationDetail, OffersAsked,
+    OffersResponse, Principal, QueryError, QueryService, READ_SCOPE,
 };
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -262,7 +262,8 @@ fn find_items_tool() -> Tool {
             "type": "object",
             "properties": {
                 "mpn": {"type": "string", "description": "The manufacturer part number as written, e.g. LM358DR/NOPB"},
-                "manufacturer": {"type": "string", "description": "Only the items of this manufacturer, as the sources name it (any case), e.g. Texas Instruments"}
+                "manufacturer": {"type": "string", "description": "Only the items of this manufacturer, as the sources name it (any case), e.g. Texas Instruments"},
+                "as_of": {"type": "string", "format": "date-time", "description": "Answer as it stood at this earlier instant (RFC 3339): only what was recorded by then, judged by what was in force then"}
             },
             "required": ["mpn"],
             "additionalProperties": false
@@ -287,14 +288,16 @@ fn tools() -> Vec<Tool> {
                  and freshness. With max_age_seconds, an offer older than that is marked stale \
                  and named in freshness_gaps with what would refresh it. With quantity, each \
                  offer is quoted for that quantity and the cheapest orderable ones come first \
-                 within each currency. {CAVEAT}"
+                 within each currency. The answer carries a receipt (as_of and a digest) that \
+                 GET /v1/receipts/verify checks later. {CAVEAT}"
             ),
             schema(json!({
                 "type": "object",
                 "properties": {
                     "item": {"type": "string", "description": "The item's SKU or canonical key, e.g. AX-440-R2"},
                     "max_age_seconds": {"type": "integer", "minimum": 0, "description": "Mark offers observed longer ago than this as stale"},
-                    "quantity": {"type": ["string", "number"], "description": "A quantity to buy, e.g. 2500 or \"2.5\": each offer then says whether it can be ordered (MOQ, order multiple, stock, price breaks), its unit and extended price, and its rank by price per unit within its currency (never across currencies)"}
+                    "quantity": {"type": ["string", "number"], "description": "A quantity to buy, e.g. 2500 or \"2.5\": each offer then says whether it can be ordered (MOQ, order multiple, stock, price breaks), its unit and extended price, and its rank by price per unit within its currency (never across currencies)"},
+                    "as_of": {"type": "string", "format": "date-time", "description": "Answer as it stood at this earlier instant (RFC 3339): only what was recorded by then, judged by what was in force then"}
                 },
                 "required": ["item"],
                 "additionalProperties": false
@@ -312,7 +315,8 @@ fn tools() -> Vec<Tool> {
                 "type": "object",
                 "properties": {
                     "item": {"type": "string", "description": "The item's SKU or canonical key"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many claims (default 50)"}
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many claims (default 50)"},
+                    "as_of": {"type": "string", "format": "date-time", "description": "Answer as it stood at this earlier instant (RFC 3339): only what was recorded by then, judged by what was in force then"}
                 },
                 "required": ["item"],
                 "additionalProperties": false
@@ -328,7 +332,8 @@ fn tools() -> Vec<Tool> {
             schema(json!({
                 "type": "object",
                 "properties": {
-                    "observation_id": {"type": "string", "description": "An observation_id from another tool's result"}
+                    "observation_id": {"type": "string", "description": "An observation_id from another tool's result"},
+                    "as_of": {"type": "string", "format": "date-time", "description": "Answer as it stood at this earlier instant (RFC 3339): only what was recorded by then, judged by what was in force then"}
                 },
                 "required": ["observation_id"],
                 "additionalProperties": false
@@ -370,6 +375,16 @@ impl Arguments {
         positive_quantity(&text).map(Some)
     }
 
+    /// An RFC 3339 instant, or absent.
+    fn instant(&self, name: &str) -> Result<Option<Timestamp>, String> {
+        self.optional_string(name)?
+            .map(|text| {
+                Timestamp::parse(text)
+                    .map_err(|e| format!("{name} must be an RFC 3339 instant: {e}"))
+            })
+            .transpose()
+    }
+
     fn integer(
         &self,
         name: &str,
@@ -395,17 +410,21 @@ enum ToolCall<'a> {
         item: &'a str,
         max_age_seconds: Option<i64>,
         quantity: Option<Decimal>,
+        as_of: Option<Timestamp>,
     },
     OfferHistory {
         item: &'a str,
         limit: i32,
+        as_of: Option<Timestamp>,
     },
     Observation {
         observation_id: &'a str,
+        as_of: Option<Timestamp>,
     },
     Items {
         mpn: &'a str,
         manufacturer: Option<&'a str>,
+        as_of: Option<Timestamp>,
     },
 }
 
@@ -421,6 +440,7 @@ impl<'a> ToolCall<'a> {
                     .integer("max_age_seconds", 0..=i64::MAX)
                     .map_err(invalid)?,
                 quantity: args.quantity("quantity").map_err(invalid)?,
+                as_of: args.instant("as_of").map_err(invalid)?,
             },
             "get_offer_history" => {
                 let item = args.string("item").map_err(invalid)?;
@@ -431,14 +451,17 @@ impl<'a> ToolCall<'a> {
                 Self::OfferHistory {
                     item,
                     limit: i32::try_from(limit).unwrap_or(50),
+                    as_of: args.instant("as_of").map_err(invalid)?,
                 }
             }
             "get_observation" => Self::Observation {
                 observation_id: args.string("observation_id").map_err(invalid)?,
+                as_of: args.instant("as_of").map_err(invalid)?,
             },
             "find_items" => Self::Items {
                 mpn: args.string("mpn").map_err(invalid)?,
                 manufacturer: args.optional_string("manufacturer").map_err(invalid)?,
+                as_of: args.instant("as_of").map_err(invalid)?,
             },
             other => return Err(CallError::UnknownTool(other.to_owned())),
         })
@@ -655,6 +678,13 @@ fn offers_summary(body: &OffersResponse) -> Vec<String> {
             gap.refresh.action()
         ));
     }
+    lines.extend(body.receipt.as_ref().map(|r| {
+        format!(
+            "Receipt: as_of {}, digest {} (GET /v1/receipts/verify checks it later).",
+            r.as_of.to_rfc3339(),
+            r.digest
+        )
+    }));
     lines
 }
 
@@ -692,20 +722,35 @@ impl OfferTools {
                 item,
                 max_age_seconds,
                 quantity,
-            } => query
-                .offers_for(principal, item, max_age_seconds, quantity.as_ref(), now)
-                .await
-                .map(ToolAnswer::Offers),
-            ToolCall::OfferHistory { item, limit } => query
-                .history(principal, item, None, limit)
+                as_of,
+            } => {
+                let asked = OffersAsked {
+                    max_age_seconds,
+                    quantity: quantity.as_ref(),
+                    as_of,
+                };
+                query
+                    .offers_as_asked(principal, item, &asked, now)
+                    .await
+                    .map(ToolAnswer::Offers)
+            }
+            ToolCall::OfferHistory { item, limit, as_of } => query
+                .history_as_of(principal, item, None, limit, as_of, now)
                 .await
                 .map(ToolAnswer::History),
-            ToolCall::Observation { observation_id } => query
-                .observation(principal, observation_id)
+            ToolCall::Observation {
+                observation_id,
+                as_of,
+            } => query
+                .observation_as_of(principal, observation_id, as_of, now)
                 .await
                 .map(|detail| ToolAnswer::Observation(Box::new(detail))),
-            ToolCall::Items { mpn, manufacturer } => query
-                .items(principal, mpn, manufacturer, now)
+            ToolCall::Items {
+                mpn,
+                manufacturer,
+                as_of,
+            } => query
+                .items_as_of(principal, mpn, manufacturer, as_of, now)
                 .await
                 .map(ToolAnswer::Items),
         };

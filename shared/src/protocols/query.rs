@@ -9,14 +9,15 @@ use crate::domain::terms::Decimal;
 use crate::domain::timestamp::Timestamp;
 use crate::domain::verification::{VerificationEvent, VerificationView};
 use crate::protocols::ports::StoreError;
-use crate::protocols::projection::{Eligibility, EvidenceReads, ProjectionStore};
+use crate::protocols::projection::{Eligibility, EvidenceReads, ProjectionStore, Visibility};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub mod as_of;
 mod responses;
 pub use responses::{
     Attribution, Freshness, FreshnessGap, HistoryEntry, HistoryResponse, ItemsResponse, ListedItem,
-    ObservationBody, ObservationDetail, Offer, OffersResponse, Provenance, RefreshAction,
+    ObservationBody, ObservationDetail, Offer, OffersResponse, Provenance, Receipt, RefreshAction,
 };
 
 /// Most items one `GET /v1/items?mpn=` lists (a part number has a handful of packaging and
@@ -86,43 +87,93 @@ impl QueryService {
         quantity: Option<&Decimal>,
         now: Timestamp,
     ) -> Result<OffersResponse, QueryError> {
+        let asked = OffersAsked {
+            max_age_seconds,
+            quantity,
+            as_of: None,
+        };
+        self.offers_as_asked(principal, item, &asked, now).await
+    }
+
+    /// The offers answer `asked` names: at `now`, or as it stood at an earlier instant
+    /// (`as_of`, rebuilt from the evidence: `as_of`), with its receipt.
+    pub async fn offers_as_asked(
+        &self,
+        principal: &Principal,
+        item: &str,
+        asked: &OffersAsked<'_>,
+        now: Timestamp,
+    ) -> Result<OffersResponse, QueryError> {
         let item = Self::item_key(item)?;
-        if max_age_seconds.is_some_and(|m| m < 0) {
+        if asked.max_age_seconds.is_some_and(|m| m < 0) {
             return Err(QueryError::InvalidRequest(
                 "max_age_seconds must be a non-negative integer".into(),
             ));
         }
-        // The claims and every verification record about them, side by side.
+        let at = instant_asked(asked.as_of, now)?;
+        let tenant = &principal.tenant;
+        let (claims, verifications) = match asked.as_of {
+            None => self.live_claims(tenant, &item).await?,
+            Some(_) => tokio::try_join!(
+                as_of::claims_at(self.reads.as_ref(), tenant, &item, at),
+                self.reads.item_verifications(tenant, &item)
+            )
+            .map(|(claims, verifications)| (as_of::current_claims(&claims), verifications))?,
+        };
+        self.answer(item, claims, &verifications, asked, at).await
+    }
+
+    /// The current claim of each source now (the projection's rows), and every verification
+    /// record of the item's claims, read side by side. A quarantine, and an identity
+    /// correction, take effect at once, even before the projector has updated a row.
+    async fn live_claims(
+        &self,
+        tenant: &TenantId,
+        item: &str,
+    ) -> Result<(Vec<Observation>, Vec<VerificationEvent>), QueryError> {
         let (rows, verifications) = tokio::try_join!(
-            self.projection.offers(&principal.tenant, &item),
-            self.reads.item_verifications(&principal.tenant, &item)
+            self.projection.offers(tenant, item),
+            self.reads.item_verifications(tenant, item)
         )?;
         let eligibility = Eligibility::new(self.reads.as_ref());
         eligibility
             .prefetch_sources(rows.iter().map(|row| row.observation.source()))
             .await?;
-        let mut offers = Vec::new();
-        let mut gaps = Vec::new();
+        let mut claims = Vec::new();
         for row in rows {
             let o = row.observation;
-            // A quarantine, and an identity correction, take effect at once, even before the
-            // projector has updated the row.
-            if eligibility.source_quarantined(&o.source()).await?
-                || !eligibility.rules(&o.source()).await?.attributes(&o)
+            if !eligibility.source_quarantined(&o.source()).await?
+                && eligibility.rules(&o.source()).await?.attributes(&o)
             {
-                continue;
+                claims.push(o);
             }
-            let age = now.seconds_since(o.observed_at).max(0);
-            let stale = max_age_seconds.is_some_and(|m| age > m);
+        }
+        Ok((claims, verifications))
+    }
+
+    /// The offers answer of `claims` (one per source) at `at`, with its receipt.
+    async fn answer(
+        &self,
+        item: String,
+        claims: Vec<Observation>,
+        verifications: &[VerificationEvent],
+        asked: &OffersAsked<'_>,
+        at: Timestamp,
+    ) -> Result<OffersResponse, QueryError> {
+        let mut offers = Vec::new();
+        let mut gaps = Vec::new();
+        for o in claims {
+            let age = at.seconds_since(o.observed_at).max(0);
+            let stale = asked.max_age_seconds.is_some_and(|m| age > m);
             offers.push(Offer {
-                observation: body_of(&o, &verifications, now),
+                observation: body_of(&o, verifications, at),
                 freshness: Freshness {
                     age_seconds: age,
                     stale,
                 },
-                quote: quantity.map(|q| responses::quote_of(&o, q, now)),
+                quote: asked.quantity.map(|q| responses::quote_of(&o, q, at)),
             });
-            if let (true, Some(max_age)) = (stale, max_age_seconds) {
+            if let (true, Some(max_age)) = (stale, asked.max_age_seconds) {
                 gaps.push(FreshnessGap {
                     connector: o.connector.clone(),
                     source_account: o.source_account.clone(),
@@ -133,16 +184,18 @@ impl QueryService {
                 });
             }
         }
-        if quantity.is_some() {
+        if asked.quantity.is_some() {
             responses::rank_offers(&mut offers);
         }
         Ok(OffersResponse {
             item,
-            as_of: now,
-            quantity: quantity.map(|q| q.as_str().to_owned()),
+            as_of: at,
+            quantity: asked.quantity.map(|q| q.as_str().to_owned()),
             offers,
             freshness_gaps: gaps,
-        })
+            receipt: None,
+        }
+        .with_receipt())
     }
 
     /// The tenant's items of part number `mpn` (every manufacturer, packaging, condition and
@@ -156,6 +209,21 @@ impl QueryService {
         manufacturer: Option<&str>,
         now: Timestamp,
     ) -> Result<ItemsResponse, QueryError> {
+        self.items_as_of(principal, mpn, manufacturer, None, now)
+            .await
+    }
+
+    /// [`Self::items`] now, or as they stood at `as_of`: the items with a claim recorded by
+    /// then, each with its current offers then.
+    pub async fn items_as_of(
+        &self,
+        principal: &Principal,
+        mpn: &str,
+        manufacturer: Option<&str>,
+        as_of: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<ItemsResponse, QueryError> {
+        let at = instant_asked(as_of, now)?;
         let parts = ItemParts {
             part_number: mpn,
             manufacturer,
@@ -184,13 +252,23 @@ impl QueryService {
         found.truncate(MAX_LISTED_ITEMS);
         let mut items = Vec::with_capacity(found.len());
         for (key, item) in found {
-            let current_offers = self.offers(principal, &key, None, now).await?.offers.len();
+            let current_offers = match as_of {
+                None => self.offers(principal, &key, None, now).await?.offers.len(),
+                Some(at) => {
+                    let claims =
+                        as_of::claims_at(self.reads.as_ref(), &principal.tenant, &key, at).await?;
+                    if claims.is_empty() {
+                        continue;
+                    }
+                    as_of::current_claims(&claims).len()
+                }
+            };
             items.push(ListedItem::of(key, item, current_offers));
         }
         Ok(ItemsResponse {
             mpn: part.part_number,
             manufacturer: part.manufacturer,
-            as_of: now,
+            as_of: at,
             items,
             truncated,
         })
@@ -223,7 +301,23 @@ impl QueryService {
         cursor: Option<&str>,
         limit: i32,
     ) -> Result<HistoryResponse, QueryError> {
+        self.history_as_of(principal, item, cursor, limit, None, Timestamp::now())
+            .await
+    }
+
+    /// [`Self::history`] now, or as it stood at `as_of`: only the claims recorded by then, each
+    /// marked as it was then (a page may hold fewer than `limit`).
+    pub async fn history_as_of(
+        &self,
+        principal: &Principal,
+        item: &str,
+        cursor: Option<&str>,
+        limit: i32,
+        as_of: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<HistoryResponse, QueryError> {
         let item = Self::item_key(item)?;
+        let at = instant_asked(as_of, now)?;
         let limit = limit.clamp(1, 100);
         let (page, verifications) = tokio::join!(
             self.reads
@@ -235,33 +329,46 @@ impl QueryService {
             other => QueryError::Store(other),
         })?;
         let verifications = verifications?;
-        let now = Timestamp::now();
-        // The index copy may lag the base item (a supersession marker, say): the base items,
-        // read consistently in one batch with what their visibility depends on, are what
-        // readers see.
-        let eligibility = Eligibility::new(self.reads.as_ref());
-        let mut current: HashMap<ObservationId, Observation> = eligibility
-            .fresh_copies(&page.observations)
-            .await?
-            .into_iter()
-            .map(|o| (o.observation_id.clone(), o))
+        let claims = match as_of {
+            None => self.fresh_claims(page.observations).await?,
+            Some(at) => as_of::stood_at(self.reads.as_ref(), page.observations, at).await?,
+        };
+        let observations = claims
+            .iter()
+            .filter(|(_, visibility)| visibility.is_published())
+            .map(|(o, visibility)| HistoryEntry {
+                observation: body_of(o, &verifications, at),
+                ..HistoryEntry::new(o, *visibility)
+            })
             .collect();
-        let mut observations = Vec::new();
-        for indexed in page.observations {
-            let o = current.remove(&indexed.observation_id).unwrap_or(indexed);
-            let visibility = eligibility.check(&o).await?;
-            if !visibility.is_published() {
-                continue;
-            }
-            let mut entry = HistoryEntry::new(&o, visibility);
-            entry.observation = body_of(&o, &verifications, now);
-            observations.push(entry);
-        }
         Ok(HistoryResponse {
             item,
             observations,
             next_cursor: page.next,
         })
+    }
+
+    /// `indexed` claims as their base items hold them now, with their visibility now. The index
+    /// copy may lag the base item (a supersession marker, say): the base items, read
+    /// consistently in one batch with what their visibility depends on, are what readers see.
+    async fn fresh_claims(
+        &self,
+        indexed: Vec<Observation>,
+    ) -> Result<Vec<(Observation, Visibility)>, QueryError> {
+        let eligibility = Eligibility::new(self.reads.as_ref());
+        let mut current: HashMap<ObservationId, Observation> = eligibility
+            .fresh_copies(&indexed)
+            .await?
+            .into_iter()
+            .map(|o| (o.observation_id.clone(), o))
+            .collect();
+        let mut claims = Vec::with_capacity(indexed.len());
+        for indexed in indexed {
+            let o = current.remove(&indexed.observation_id).unwrap_or(indexed);
+            let visibility = eligibility.check(&o).await?;
+            claims.push((o, visibility));
+        }
+        Ok(claims)
     }
 
     /// One observation with its provenance (never the payload).
@@ -270,23 +377,43 @@ impl QueryService {
         principal: &Principal,
         id: &str,
     ) -> Result<ObservationDetail, QueryError> {
+        self.observation_as_of(principal, id, None, Timestamp::now())
+            .await
+    }
+
+    /// [`Self::observation`] now, or as it stood at `as_of` (not found if recorded later).
+    pub async fn observation_as_of(
+        &self,
+        principal: &Principal,
+        id: &str,
+        as_of: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<ObservationDetail, QueryError> {
+        let at = instant_asked(as_of, now)?;
         let not_found = || QueryError::NotFound(format!("observation {} not found", quoted(id)));
         let id = ObservationId::parse(id).map_err(|_| not_found())?;
         let o = self
             .reads
             .observation(id.as_str())
             .await?
+            .filter(|o| o.tenant == principal.tenant)
             .ok_or_else(not_found)?;
-        if o.tenant != principal.tenant {
-            return Err(not_found());
-        }
-        let visibility = Eligibility::new(self.reads.as_ref()).check(&o).await?;
+        let (o, visibility) = match as_of {
+            None => {
+                let visibility = Eligibility::new(self.reads.as_ref()).check(&o).await?;
+                (o, visibility)
+            }
+            Some(at) => as_of::stood_at(self.reads.as_ref(), vec![o], at)
+                .await?
+                .pop()
+                .ok_or_else(not_found)?,
+        };
         if !visibility.is_published() {
             return Err(not_found());
         }
         let verifications = self.reads.item_verifications(&o.tenant, &o.item).await?;
         let mut detail = ObservationDetail::new(&o, visibility);
-        detail.entry.observation = body_of(&o, &verifications, Timestamp::now());
+        detail.entry.observation = body_of(&o, &verifications, at);
         Ok(detail)
     }
 }
@@ -300,6 +427,31 @@ fn body_of(
     ObservationBody {
         verification: VerificationView::at(verifications, &o.observation_id, now),
         ..ObservationBody::from(o)
+    }
+}
+
+/// What an offers read asks for besides the item.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OffersAsked<'a> {
+    /// Offers older than this are stale, with a freshness gap.
+    pub max_age_seconds: Option<i64>,
+    /// Quote each offer for this quantity.
+    pub quantity: Option<&'a Decimal>,
+    /// The answer as it stood then (`None`: now).
+    pub as_of: Option<Timestamp>,
+}
+
+/// The instant a read answers for: `as_of` when asked (not after `now`: what has not happened
+/// cannot be answered), else `now`.
+pub fn instant_asked(as_of: Option<Timestamp>, now: Timestamp) -> Result<Timestamp, QueryError> {
+    match as_of {
+        Some(at) if at > now => Err(QueryError::InvalidRequest(format!(
+            "as_of {} is later than now ({})",
+            at.to_rfc3339(),
+            now.to_rfc3339()
+        ))),
+        Some(at) => Ok(at),
+        None => Ok(now),
     }
 }
 

@@ -7,8 +7,8 @@ use crate::domain::connector::ConnectorConfig;
 use crate::domain::ids::{ConnectorId, ObservationId, TenantId};
 use crate::domain::item::CanonicalItem;
 use crate::domain::model::{
-    CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord, RunPages,
-    SourceQuarantine, SourceRef,
+    CommitMarker, CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord,
+    RunPages, SourceQuarantine, SourceQuarantineEvent, SourceRef,
 };
 use crate::domain::timestamp::Timestamp;
 use crate::domain::verification::VerificationEvent;
@@ -84,6 +84,18 @@ pub trait EvidenceReads: Send + Sync {
         cursor: Option<&str>,
         limit: i32,
     ) -> Result<HistoryPage, StoreError>;
+    /// Every set and lift of a source's quarantine, oldest first (consistent): what an as-of
+    /// read judges the source by.
+    async fn source_quarantine_history(
+        &self,
+        source: &SourceRef,
+    ) -> Result<Vec<SourceQuarantineEvent>, StoreError>;
+    /// When a staged delivery's epoch committed (`None`: it has not).
+    async fn commit_marker(
+        &self,
+        delivery_key: &str,
+        epoch: u32,
+    ) -> Result<Option<CommitMarker>, StoreError>;
     /// Every verification record about the tenant's `item`, any of its claims (consistent).
     async fn item_verifications(
         &self,

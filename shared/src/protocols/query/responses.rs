@@ -140,6 +140,44 @@ pub struct OffersResponse {
     /// Present only when some offer is older than the caller's `max_age_seconds`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub freshness_gaps: Vec<FreshnessGap>,
+    /// What proves later what this answer said: its instant and the digest of its content.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Receipt>,
+}
+
+/// A decision receipt: `GET /v1/receipts/verify` recomputes the answer at `as_of` and compares
+/// digests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Receipt {
+    pub as_of: Timestamp,
+    /// `sha256:` and the hex sha256 of the answer's canonical JSON (`json-v1`: keys sorted, no
+    /// whitespace), the receipt itself left out.
+    pub digest: String,
+}
+
+impl OffersResponse {
+    /// The digest of this answer's content, its receipt left out.
+    pub fn digest(&self) -> String {
+        let content = OffersResponse {
+            receipt: None,
+            ..self.clone()
+        };
+        let json = serde_json::to_vec(&content).unwrap_or_default();
+        let canonical = crate::domain::canonical_json::canonicalize(&json).unwrap_or(json);
+        format!("sha256:{}", crate::domain::hashing::sha256_hex(&canonical))
+    }
+
+    /// The answer with its receipt.
+    pub fn with_receipt(self) -> Self {
+        let receipt = Receipt {
+            as_of: self.as_of,
+            digest: self.digest(),
+        };
+        Self {
+            receipt: Some(receipt),
+            ..self
+        }
+    }
 }
 
 /// `GET /v1/items?mpn=`: the canonical items of a part number.
@@ -507,6 +545,7 @@ mod tests {
             quantity: None,
             offers,
             freshness_gaps: Vec::new(),
+            receipt: None,
         };
         let old =
             json!({"item": "AX-440-R2~each~new", "as_of": now.to_rfc3339(), "offers": old_offers});
@@ -548,6 +587,17 @@ mod tests {
         ]);
         assert_eq!(typed(&body), old);
         assert_eq!(body.freshness_gaps[0].refresh.action(), "start_pull_run");
+        // The receipt digests the content, its own fields left out; any change of the content
+        // changes it.
+        let receipted = body.clone().with_receipt();
+        let receipt = receipted.receipt.clone().unwrap();
+        assert_eq!(
+            (receipt.as_of, receipted.digest()),
+            (now, receipt.digest.clone())
+        );
+        let mut changed = body.clone();
+        changed.freshness_gaps[0].age_seconds += 1;
+        assert_ne!(changed.digest(), receipt.digest);
         assert_eq!(
             body.freshness_gaps[1].refresh.action(),
             "await_supplier_push"
