@@ -371,6 +371,13 @@ async fn main() {
     let (cases, baseline_inputs) = bench.by_size(sizes).await;
     let terms = bench.terms().await;
     let burst = burst(&env, &acme, workers).await;
+    let reads = bench
+        .reads(if quick {
+            &[10, 400]
+        } else {
+            &[10, 1_000, 10_000]
+        })
+        .await;
 
     print_cases(&cases);
     println!();
@@ -389,6 +396,7 @@ async fn main() {
         );
     }
     print_terms(&terms);
+    print_reads(&reads);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
     let baseline = match baseline_python() {
         Some(python) => {
@@ -405,6 +413,96 @@ async fn main() {
         }
     };
     write_report(&dir, quick, &cases, &terms, &burst, baseline);
+}
+
+/// What one offers read of an item costs, now and as of an instant.
+#[derive(serde::Serialize)]
+struct ReadCase {
+    observations: usize,
+    kind: &'static str,
+    meter: Meter,
+    cpu_ms: f64,
+}
+
+impl Bench<'_> {
+    /// For each count, an item with that many observations (one source, each observed a
+    /// second apart, in deliveries of up to 5,000 rows), projected; then its offers read now and
+    /// as of the instant after its last delivery, through a metered read path.
+    async fn reads(&mut self, counts: &[usize]) -> Vec<ReadCase> {
+        let metering = Metering::default();
+        let query = self.env.query_through(metering.clone());
+        let reader = self.env.reader();
+        let mut cases = Vec::new();
+        for &count in counts {
+            let item = format!("ASOF-{count}");
+            for (chunk, start) in (0..count).step_by(5_000).enumerate() {
+                let rows: Vec<Value> = (start..count.min(start + 5_000))
+                    .map(|i| {
+                        let at =
+                            feedsafe::domain::timestamp::Timestamp::parse("2026-01-01T00:00:00Z")
+                                .unwrap()
+                                .plus_seconds(i as i64);
+                        offer(&item, 1 + i as i64, "10.00", &at.to_rfc3339())
+                    })
+                    .collect();
+                let export = format!("EXP-{item}-{chunk}");
+                let body = export_page(&export, 1, 1, rows);
+                let envelope = page_envelope(self.acme, &export, 1, 1, &body);
+                self.service
+                    .ingest_message(&envelope)
+                    .await
+                    .expect("ingested");
+                self.read_side.project(self.env).await;
+            }
+            let at = feedsafe::domain::timestamp::Timestamp::now();
+            for kind in ["current", "as_of"] {
+                let asked = feedsafe::protocols::query::OffersAsked {
+                    as_of: (kind == "as_of").then_some(at),
+                    ..Default::default()
+                };
+                metering.take();
+                let cpu = cpu_us();
+                let answer = query
+                    .offers_as_asked(
+                        &reader,
+                        &item,
+                        &asked,
+                        feedsafe::domain::timestamp::Timestamp::now(),
+                    )
+                    .await
+                    .expect("read");
+                assert_eq!(
+                    answer.offers[0].observation.quantity,
+                    feedsafe::domain::quantity::Quantity::from(count as u64),
+                    "{kind} of {count}"
+                );
+                cases.push(ReadCase {
+                    observations: count,
+                    kind,
+                    cpu_ms: (cpu_us() - cpu) as f64 / 1000.0,
+                    meter: metering.take(),
+                });
+            }
+        }
+        cases
+    }
+}
+
+fn print_reads(reads: &[ReadCase]) {
+    println!();
+    println!("| observations of the item | offers read | requests | round trips | read units billed | CPU ms |");
+    println!("|---:|---|---:|---:|---:|---:|");
+    for r in reads {
+        println!(
+            "| {} | {} | {} | {} | {:.1} | {:.1} |",
+            r.observations,
+            r.kind,
+            r.meter.total_requests(),
+            r.meter.round_trips,
+            r.meter.units_of("billed", ":read"),
+            r.cpu_ms
+        );
+    }
 }
 
 /// `target/bench/report.json`.

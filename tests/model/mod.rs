@@ -160,7 +160,13 @@ pub struct Model {
     pub sent: Vec<(Source, String, Payload)>,
     /// Delivery epochs recorded so far (each new one is recorded after all earlier ones).
     pub recorded: u64,
+    /// Verified claims: observation id -> the day its latest verification was recorded (each
+    /// is in force for `VERIFIED_DAYS`).
+    pub verified: BTreeMap<String, i64>,
 }
+
+/// How long a verification the histories record stays in force.
+pub const VERIFIED_DAYS: i64 = 30;
 
 pub fn delivery_key(source: Source, id: &str) -> String {
     format!("acme/{}/{}/{id}", source.connector(), source.account())
@@ -378,6 +384,24 @@ impl Model {
                 .rule(o.source, &o.normalized_part)
                 .map_or(o.normalized_part == o.part, |(to, _)| to == o.part)
             && !self.quarantined.contains(&o.source)
+    }
+
+    /// A verifier confirms the current claim of `source` for `part`, if it has one: that claim
+    /// alone is verified, for `VERIFIED_DAYS` from today.
+    pub fn verify(&mut self, part: &str, source: Source) {
+        if let Some(id) = self.offers(part).remove(&source) {
+            self.verified.insert(id, self.today);
+        }
+    }
+
+    /// What a reader sees of the claim `id`'s verification today: `verified`, `expired` (its
+    /// days are over) or `unverified`.
+    pub fn verification(&self, id: &str) -> &'static str {
+        match self.verified.get(id) {
+            None => "unverified",
+            Some(day) if self.today - day < VERIFIED_DAYS => "verified",
+            Some(_) => "expired",
+        }
     }
 
     /// The current offer (observation id) per source for `part`.

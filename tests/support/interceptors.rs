@@ -74,6 +74,20 @@ impl TestEnv {
         ));
         feedsafe::protocols::projection::Projector::new(store.clone(), projection, store)
     }
+
+    /// The read path (`QueryService`) with its requests through `interceptor`.
+    pub fn query_through(
+        &self,
+        interceptor: impl aws_smithy_runtime_api::client::interceptors::Intercept + Clone + 'static,
+    ) -> feedsafe::protocols::query::QueryService {
+        let AwsClients { dynamodb, .. } = intercepted(&self.clients, interceptor);
+        let store = Arc::new(DynamoEvidenceStore::new(dynamodb.clone(), &self.table));
+        let projection = Arc::new(feedsafe::aws::projection_table::DynamoProjectionStore::new(
+            dynamodb,
+            self.projection_table(),
+        ));
+        feedsafe::protocols::query::QueryService::new(store, projection)
+    }
 }
 
 /// `clients` with `interceptor` on the DynamoDB and S3 clients (SQS unchanged).

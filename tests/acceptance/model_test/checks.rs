@@ -39,41 +39,82 @@ impl System {
 
     /// The offers and the history of `part` as the read routes show them, against the model.
     pub(super) async fn check_part(&mut self, model: &Model, part: &'static str, when: &str) {
-        let reader = self.env.reader();
         let expected = ExpectedView::of(model, part);
+        let shown = self.view_of(part, None).await;
+        assert_eq!(shown.offers, expected.offers, "offers of {part} {when}");
+        assert_eq!(shown.history, expected.history, "history of {part} {when}");
+        self.compared.insert(part, expected);
+    }
+
+    /// What the read routes show of `part` now (`as_of` none) or as of an instant: each
+    /// connector's current claim with its verification state, and the history.
+    pub(super) async fn view_of(&self, part: &str, as_of: Option<Timestamp>) -> ExpectedView {
+        let reader = self.env.reader();
+        let now = self.clock.now();
+        let asked = feedsafe::protocols::query::OffersAsked {
+            as_of,
+            ..Default::default()
+        };
         let offers = self
             .query
-            .offers(&reader, part, None, Timestamp::now())
+            .offers_as_asked(&reader, part, &asked, now)
             .await
             .unwrap();
         let offers = serde_json::to_value(offers).unwrap();
-        let shown: BTreeMap<String, String> = offers["offers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| {
-                (
-                    o["connector"].as_str().unwrap().to_owned(),
-                    o["observation_id"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect();
-        assert_eq!(shown, expected.offers, "offers of {part} {when}");
-        let history = self.query.history(&reader, part, None, 100).await.unwrap();
+        let history = self
+            .query
+            .history_as_of(&reader, part, None, 100, as_of, now)
+            .await
+            .unwrap();
         let history = serde_json::to_value(history).unwrap();
-        let shown: Vec<(String, bool)> = history["observations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| {
-                (
-                    o["observation_id"].as_str().unwrap().to_owned(),
-                    o["superseded"].as_bool().unwrap(),
-                )
-            })
+        let text = |v: &Value| v.as_str().unwrap().to_owned();
+        ExpectedView {
+            offers: offers["offers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    let claim = (
+                        text(&o["observation_id"]),
+                        text(&o["verification"]["state"]),
+                    );
+                    (text(&o["connector"]), claim)
+                })
+                .collect(),
+            history: history["observations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    (
+                        text(&o["observation_id"]),
+                        o["superseded"].as_bool().unwrap(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Every part as the model says it is now, kept with the instant (the system's clock) for
+    /// the as-of steps.
+    pub(super) fn snapshot(&mut self, model: &Model) {
+        let views = PARTS
+            .into_iter()
+            .map(|part| (part, ExpectedView::of(model, part)))
             .collect();
-        assert_eq!(shown, expected.history, "history of {part} {when}");
-        self.compared.insert(part, expected);
+        self.snapshots.push((self.clock.now(), views));
+    }
+
+    /// The read routes as of the end of an earlier step answer what the model said then.
+    pub(super) async fn check_as_of(&self, index: usize) {
+        if self.snapshots.is_empty() {
+            return;
+        }
+        let (at, views) = &self.snapshots[index % self.snapshots.len()];
+        for (part, expected) in views {
+            let shown = self.view_of(part, Some(*at)).await;
+            assert_eq!(&shown, expected, "{part} as of {}", at.to_rfc3339());
+        }
     }
 
     /// The last delivery's record as the ops route shows it.
@@ -139,11 +180,12 @@ impl System {
     }
 }
 
-/// What the model says the read routes show for one part: the current offer's observation per
-/// connector, and the history (observation id, superseded) newest first.
+/// What the model says the read routes show for one part: the current offer's observation
+/// and its verification state per connector, and the history (observation id, superseded)
+/// newest first.
 #[derive(Debug, PartialEq)]
 pub(super) struct ExpectedView {
-    offers: BTreeMap<String, String>,
+    offers: BTreeMap<String, (String, String)>,
     history: Vec<(String, bool)>,
 }
 
@@ -153,7 +195,10 @@ impl ExpectedView {
             offers: model
                 .offers(part)
                 .into_iter()
-                .map(|(s, id)| (s.connector().to_owned(), id))
+                .map(|(s, id)| {
+                    let state = model.verification(&id).to_owned();
+                    (s.connector().to_owned(), (id, state))
+                })
                 .collect(),
             history: model.history(part),
         }

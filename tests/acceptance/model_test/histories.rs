@@ -60,6 +60,14 @@ pub(super) enum Step {
     Accept(usize),
     RedeliverStream(u64),
     Rebuild,
+    /// A verifier confirms the current claim of the source for the part.
+    Verify {
+        source: Source,
+        part: usize,
+    },
+    /// The read routes as of the end of an earlier step (this index among the steps so far,
+    /// modulo their number) answer what the model said then.
+    AsOf(usize),
 }
 
 /// The minute deliveries of `model`'s current day are retrieved at.
@@ -153,6 +161,31 @@ pub(super) fn staged(rows: Vec<Row>, id: &str, now: i64) -> Vec<Row> {
 
 pub(super) struct Reference;
 
+/// The steps that are not deliveries, weighted: days passing, corrections, source
+/// quarantines, stream redelivery, rebuilds, verifications and as-of reads.
+fn other_steps() -> Vec<(u32, BoxedStrategy<Step>)> {
+    vec![
+        (1, (1i64..=40).prop_map(Step::AdvanceDays).boxed()),
+        (
+            2,
+            (source_strategy(), 0..PARTS.len(), 0..PARTS.len())
+                .prop_map(|(source, from, to)| Step::Correct { source, from, to })
+                .boxed(),
+        ),
+        (1, source_strategy().prop_map(Step::Quarantine).boxed()),
+        (1, source_strategy().prop_map(Step::Lift).boxed()),
+        (1, any::<u64>().prop_map(Step::RedeliverStream).boxed()),
+        (1, Just(Step::Rebuild).boxed()),
+        (
+            2,
+            (source_strategy(), 0..PARTS.len())
+                .prop_map(|(source, part)| Step::Verify { source, part })
+                .boxed(),
+        ),
+        (2, any::<usize>().prop_map(Step::AsOf).boxed()),
+    ]
+}
+
 impl ReferenceStateMachine for Reference {
     type State = Model;
     type Transition = Step;
@@ -188,20 +221,8 @@ impl ReferenceStateMachine for Reference {
                 })
             })
             .boxed();
-        let mut steps: Vec<(u32, BoxedStrategy<Step>)> = vec![
-            (10, fresh),
-            (1, (1i64..=40).prop_map(Step::AdvanceDays).boxed()),
-            (
-                2,
-                (source_strategy(), 0..PARTS.len(), 0..PARTS.len())
-                    .prop_map(|(source, from, to)| Step::Correct { source, from, to })
-                    .boxed(),
-            ),
-            (1, source_strategy().prop_map(Step::Quarantine).boxed()),
-            (1, source_strategy().prop_map(Step::Lift).boxed()),
-            (1, any::<u64>().prop_map(Step::RedeliverStream).boxed()),
-            (1, Just(Step::Rebuild).boxed()),
-        ];
+        let mut steps = vec![(10, fresh)];
+        steps.extend(other_steps());
         if !state.sent.is_empty() {
             // Deliveries of what was sent before: replays, re-serializations, reordered rows,
             // mutations, the same content under a new id.
@@ -334,7 +355,8 @@ impl ReferenceStateMachine for Reference {
                 let id = format!("ACC{}", state.sent.len());
                 state.accept(&ids, *index, &id);
             }
-            Step::RedeliverStream(_) | Step::Rebuild => {}
+            Step::Verify { source, part } => state.verify(PARTS[*part], *source),
+            Step::RedeliverStream(_) | Step::Rebuild | Step::AsOf(_) => {}
         }
         state
     }

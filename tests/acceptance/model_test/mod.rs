@@ -3,11 +3,13 @@
 //! the same content under a new id, late backfills and claims from the future, staged deliveries),
 //! crashes at every declared crash point, concurrent duplicates (2-16 workers, including resumes of
 //! a pending staged delivery racing each other), the dedup horizon passing, identity corrections
-//! and withdrawals, source quarantines set and lifted, quarantine resolutions, stream redelivery
-//! and rebuilds. Each history runs against the real adapters on DynamoDB Local and moto (tables of
-//! its own); after every step what the system shows through its own read paths (offers, history,
-//! the delivery's record, the quarantine list) must equal what the reference model (`tests/model`)
-//! says.
+//! and withdrawals, source quarantines set and lifted, quarantine resolutions, verifications of
+//! current claims (expiring after 30 of the model's days), stream redelivery and rebuilds. Each
+//! history runs against the real adapters on DynamoDB Local and moto (tables of its own); after
+//! every step what the system shows through its own read paths (offers with their verification
+//! state, history, the delivery's record, the quarantine list) must equal what the reference
+//! model (`tests/model`) says; and at an as-of step, the offers and history as of the end of an
+//! earlier step must equal what the model said then.
 //!
 //! `FEEDSAFE_MODEL_CASES=N` runs N histories in all, spread over the lanes below (16 under a
 //! plain `cargo test`, 300 under `scripts/test`).
@@ -192,6 +194,8 @@ struct System {
     last_key: Option<String>,
     /// Each part's view as last compared with the read routes.
     compared: BTreeMap<&'static str, ExpectedView>,
+    /// After each step, the instant (the system's clock) and every part's view in the model.
+    snapshots: Vec<(Timestamp, BTreeMap<&'static str, ExpectedView>)>,
     rebuilt: Option<Arc<feedsafe::aws::projection_table::DynamoProjectionStore>>,
 }
 
@@ -441,6 +445,7 @@ impl StateMachineTest for ModelTest {
                 seen: Vec::new(),
                 last_key: None,
                 compared: BTreeMap::new(),
+                snapshots: Vec::new(),
                 rebuilt: None,
             }
         });
@@ -473,9 +478,12 @@ impl StateMachineTest for ModelTest {
                 Step::Accept(index) => system.resolve(model, *index, true).await,
                 Step::RedeliverStream(seed) => system.redeliver_stream(*seed).await,
                 Step::Rebuild => system.rebuild().await,
+                Step::Verify { source, part } => system.verify(*source, PARTS[*part]).await,
+                Step::AsOf(index) => system.check_as_of(*index).await,
             }
             system.project().await;
             system.check(model, &step).await;
+            system.snapshot(model);
         });
         harness
     }

@@ -32,7 +32,7 @@ impl System {
                 &source,
                 "model",
                 None,
-                Timestamp::now(),
+                self.clock.now(),
             )
             .await
         } else {
@@ -41,11 +41,47 @@ impl System {
                 &source,
                 "model",
                 None,
-                Timestamp::now(),
+                self.clock.now(),
             )
             .await
         };
         settled_operation(result);
+    }
+
+    /// A verifier confirms `source`'s current claim for `part` (as the read route shows it), in
+    /// force for `VERIFIED_DAYS` from the system's clock; nothing when the source offers none.
+    pub(super) async fn verify(&mut self, source: Source, part: &str) {
+        let now = self.clock.now();
+        let offers = self
+            .query
+            .offers(&self.env.reader(), part, None, now)
+            .await
+            .unwrap();
+        let Some(claim) = offers
+            .offers
+            .iter()
+            .find(|o| o.observation.connector.as_str() == source.connector())
+        else {
+            return;
+        };
+        let body = json!({
+            "observation_id": claim.observation.observation_id.as_str(),
+            "scope": {"kind": "price"}, "method": "call", "evidence": {"reference": "model"},
+            "expires_at": now.plus_seconds(acceptance::model::VERIFIED_DAYS * 86_400).to_rfc3339(),
+        });
+        let request =
+            feedsafe::domain::verification::VerificationRequest::read(&body, now).unwrap();
+        let store = self.env.store.as_ref();
+        feedsafe::protocols::verification::record_verification(
+            store,
+            store,
+            self.env.artifacts.as_ref(),
+            &self.operator(),
+            &request,
+            now,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("verification failed: {e}"));
     }
 
     /// Rejects, or accepts as a new delivery (then ingested), the `index`th open entry.
