@@ -257,6 +257,15 @@ async fn as_of_each_instant_answers_what_was_answered_live_then() {
         [1, 1, 1, 1, 0, 1, 0, 1, 1],
         "every step changed the answer"
     );
+    let quarantined = &live[6].1;
+    assert_eq!(
+        (
+            quarantined["excluded_sources"][0]["connector"].as_str(),
+            quarantined["excluded_sources"][0]["reason"].as_str()
+        ),
+        (Some("acme-eu"), Some("source_quarantined")),
+        "a quarantined source is named, not silently absent: {quarantined}"
+    );
     before_the_first_step(&stack, &live).await;
 }
 

@@ -678,6 +678,15 @@ fn offers_summary(body: &OffersResponse) -> Vec<String> {
             gap.refresh.action()
         ));
     }
+    for left_out in &body.excluded_sources {
+        let reason = serde_json::to_value(left_out.reason).unwrap_or_default();
+        lines.push(format!(
+            "Left out: {}/{} ({}), not an absence of offers.",
+            left_out.connector.as_str(),
+            left_out.source_account.as_str(),
+            reason.as_str().unwrap_or_default()
+        ));
+    }
     lines.extend(body.receipt.as_ref().map(|r| {
         format!(
             "Receipt: as_of {}, digest {} (GET /v1/receipts/verify checks it later).",

@@ -16,8 +16,9 @@ use std::sync::Arc;
 pub mod as_of;
 mod responses;
 pub use responses::{
-    Attribution, Freshness, FreshnessGap, HistoryEntry, HistoryResponse, ItemsResponse, ListedItem,
-    ObservationBody, ObservationDetail, Offer, OffersResponse, Provenance, Receipt, RefreshAction,
+    Attribution, ExcludedSource, Exclusion, Freshness, FreshnessGap, HistoryEntry, HistoryResponse,
+    ItemsResponse, ListedItem, ObservationBody, ObservationDetail, Offer, OffersResponse,
+    Provenance, Receipt, RefreshAction,
 };
 
 /// Most items one `GET /v1/items?mpn=` lists (a part number has a handful of packaging and
@@ -112,15 +113,15 @@ impl QueryService {
         }
         let at = instant_asked(asked.as_of, now)?;
         let tenant = &principal.tenant;
-        let (claims, verifications) = match asked.as_of {
+        let (standing, verifications) = match asked.as_of {
             None => self.live_claims(tenant, &item).await?,
             Some(_) => tokio::try_join!(
                 as_of::claims_at(self.reads.as_ref(), tenant, &item, at),
                 self.reads.item_verifications(tenant, &item)
             )
-            .map(|(claims, verifications)| (as_of::current_claims(&claims), verifications))?,
+            .map(|(claims, verifications)| (as_of::standing(&claims), verifications))?,
         };
-        self.answer(item, claims, &verifications, asked, at).await
+        self.answer(item, standing, &verifications, asked, at).await
     }
 
     /// The current claim of each source now (the projection's rows), and every verification
@@ -130,7 +131,7 @@ impl QueryService {
         &self,
         tenant: &TenantId,
         item: &str,
-    ) -> Result<(Vec<Observation>, Vec<VerificationEvent>), QueryError> {
+    ) -> Result<(Standing, Vec<VerificationEvent>), QueryError> {
         let (rows, verifications) = tokio::try_join!(
             self.projection.offers(tenant, item),
             self.reads.item_verifications(tenant, item)
@@ -139,23 +140,25 @@ impl QueryService {
         eligibility
             .prefetch_sources(rows.iter().map(|row| row.observation.source()))
             .await?;
-        let mut claims = Vec::new();
+        let (mut claims, mut excluded) = (Vec::new(), Vec::new());
         for row in rows {
             let o = row.observation;
-            if !eligibility.source_quarantined(&o.source()).await?
-                && eligibility.rules(&o.source()).await?.attributes(&o)
-            {
+            if eligibility.source_quarantined(&o.source()).await? {
+                excluded.push(ExcludedSource::of(&o, Exclusion::SourceQuarantined));
+            } else if !eligibility.rules(&o.source()).await?.attributes(&o) {
+                excluded.push(ExcludedSource::of(&o, Exclusion::AwaitingCorrection));
+            } else {
                 claims.push(o);
             }
         }
-        Ok((claims, verifications))
+        Ok(((claims, excluded), verifications))
     }
 
     /// The offers answer of `claims` (one per source) at `at`, with its receipt.
     async fn answer(
         &self,
         item: String,
-        claims: Vec<Observation>,
+        (claims, excluded_sources): Standing,
         verifications: &[VerificationEvent],
         asked: &OffersAsked<'_>,
         at: Timestamp,
@@ -193,6 +196,7 @@ impl QueryService {
             quantity: asked.quantity.map(|q| q.as_str().to_owned()),
             offers,
             freshness_gaps: gaps,
+            excluded_sources,
             receipt: None,
         }
         .with_receipt())
@@ -429,6 +433,9 @@ fn body_of(
         ..ObservationBody::from(o)
     }
 }
+
+/// The current claim of each source, and the sources left out with why.
+type Standing = (Vec<Observation>, Vec<ExcludedSource>);
 
 /// What an offers read asks for besides the item.
 #[derive(Debug, Clone, Copy, Default)]

@@ -21,6 +21,7 @@ use crate::domain::model::{
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::StoreError;
 use crate::protocols::projection::{EvidenceReads, Visibility};
+use crate::protocols::query::{ExcludedSource, Exclusion};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Claims asked of the history index per request of an as-of read.
@@ -73,18 +74,36 @@ pub async fn stood_at(
 /// The current claim of each source at `at`, ordered by source as the projection orders its
 /// rows.
 pub fn current_claims(claims: &[(Observation, Visibility)]) -> Vec<Observation> {
-    let mut best: BTreeMap<String, (String, &Observation)> = BTreeMap::new();
+    standing(claims).0
+}
+
+/// Each source's newest claim that would be current but for its source's quarantine, as the
+/// projection tracks it: the current claims, and the sources left out because they are
+/// quarantined, both ordered by source.
+pub fn standing(claims: &[(Observation, Visibility)]) -> (Vec<Observation>, Vec<ExcludedSource>) {
+    let mut best: BTreeMap<String, (String, &Observation, Visibility)> = BTreeMap::new();
     for (o, visibility) in claims {
-        if *visibility != Visibility::Eligible {
+        if !matches!(
+            visibility,
+            Visibility::Eligible | Visibility::SourceQuarantined
+        ) {
             continue;
         }
         let row = format!("{}#{}", o.connector, o.source_account);
         let basis = o.basis();
-        if best.get(&row).is_none_or(|(held, _)| *held < basis) {
-            best.insert(row, (basis, o));
+        if best.get(&row).is_none_or(|(held, _, _)| *held < basis) {
+            best.insert(row, (basis, o, *visibility));
         }
     }
-    best.into_values().map(|(_, o)| o.clone()).collect()
+    let mut current = Vec::new();
+    let mut excluded = Vec::new();
+    for (_, o, visibility) in best.into_values() {
+        match visibility {
+            Visibility::Eligible => current.push(o.clone()),
+            _ => excluded.push(ExcludedSource::of(o, Exclusion::SourceQuarantined)),
+        }
+    }
+    (current, excluded)
 }
 
 /// The item's whole history, page by page.

@@ -140,9 +140,45 @@ pub struct OffersResponse {
     /// Present only when some offer is older than the caller's `max_age_seconds`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub freshness_gaps: Vec<FreshnessGap>,
+    /// The sources with a claim about the item that this answer leaves out, and why: an
+    /// exclusion is never a silent absence. Present only when there is one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excluded_sources: Vec<ExcludedSource>,
     /// What proves later what this answer said: its instant and the digest of its content.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt: Option<Receipt>,
+}
+
+/// A source left out of an offers answer, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExcludedSource {
+    pub connector: ConnectorId,
+    pub source_account: SourceAccount,
+    pub reason: Exclusion,
+    /// Its claim that would be current but for the reason.
+    pub observation_id: ObservationId,
+}
+
+impl ExcludedSource {
+    pub fn of(o: &Observation, reason: Exclusion) -> Self {
+        Self {
+            connector: o.connector.clone(),
+            source_account: o.source_account.clone(),
+            reason,
+            observation_id: o.observation_id.clone(),
+        }
+    }
+}
+
+/// Why a source is left out of an offers answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exclusion {
+    /// An operator quarantined the source.
+    SourceQuarantined,
+    /// An identity correction attributes its claim to another item; the re-attributed copy is
+    /// being written.
+    AwaitingCorrection,
 }
 
 /// A decision receipt: `GET /v1/receipts/verify` recomputes the answer at `as_of` and compares
@@ -545,6 +581,7 @@ mod tests {
             quantity: None,
             offers,
             freshness_gaps: Vec::new(),
+            excluded_sources: Vec::new(),
             receipt: None,
         };
         let old =
