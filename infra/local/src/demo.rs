@@ -244,68 +244,114 @@ const OBS_HEADER: [&str; 6] = [
     "claim",
 ];
 
+/// Page 2 of export EXP-8821: the delivery the demo replays and mutates.
+const PAGE2: &str = "demo/acme-eu/ACC-1/EXP-8821/2";
+
+/// What every step of the demo reaches: the running stack's API, fake supplier and engines.
+struct Demo {
+    stack: Value,
+    client: std::sync::Arc<Client>,
+    clients: feedsafe::aws::AwsClients,
+    evidence: feedsafe::aws::dynamo::DynamoEvidenceStore,
+    bucket: String,
+}
+
+/// The demo: five steps against the running local stack, each printed as a table.
 pub async fn run() -> Result<()> {
-    let stack: Value = serde_json::from_slice(
-        &std::fs::read(crate::repo_root().join(".local/stack.json"))
-            .context("no .local/stack.json: start the stack with infra/local.sh")?,
-    )?;
-    let api = s(&stack["http"]);
-    let supplier = s(&stack["fake_supplier"]);
-    let clients = feedsafe::aws::AwsClients::local(
-        &s(&stack["dynamodb_endpoint"]),
-        &s(&stack["moto_endpoint"]),
-    );
-    let evidence = feedsafe::aws::dynamo::DynamoEvidenceStore::new(
-        clients.dynamodb.clone(),
-        s(&stack["tables"]["EvidenceTable"]),
-    );
-    let bucket = s(&stack["buckets"]["RawBucket"]);
-    let client = Client {
-        agent: ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into(),
-        api,
-        supplier,
-    };
-    let client = std::sync::Arc::new(client);
+    let demo = Demo::connect()?;
+    let first_id = demo.first_export().await?;
+    let record = demo.export_announced_again(&first_id).await?;
+    demo.newer_export().await?;
+    demo.late_and_mutated_webhook(&first_id).await?;
+    demo.changed_replay_of_page_2(&first_id, &record).await?;
+    println!("\nOutcome: the quantity-6 observation kept once, quantity 4 current, the late quantity 5 kept in history; quantity 7 (webhook) and the changed page 2 (quantity 5) quarantined as replay_payload_mismatch.");
+    Ok(())
+}
 
-    // 1. The three-page export; page 2 carries AX-440-R2, quantity 6, 08:00Z.
-    let c = client.clone();
-    let report = tokio::task::spawn_blocking(move || {
-        c.set_export("EXP-8821", export_8821(6))?;
-        c.run_pull()
-    })
-    .await??;
-    let c = client.clone();
-    let history = tokio::task::spawn_blocking(move || {
-        wait_for("the page-2 observation", || {
-            Ok(Some(c.history("AX-440-R2")?).filter(|h| !h.is_empty()))
+impl Demo {
+    /// The stack `.local/stack.json` describes, and clients of it.
+    fn connect() -> Result<Self> {
+        let stack: Value = serde_json::from_slice(
+            &std::fs::read(crate::repo_root().join(".local/stack.json"))
+                .context("no .local/stack.json: start the stack with infra/local.sh")?,
+        )?;
+        let api = s(&stack["http"]);
+        let supplier = s(&stack["fake_supplier"]);
+        let clients = feedsafe::aws::AwsClients::local(
+            &s(&stack["dynamodb_endpoint"]),
+            &s(&stack["moto_endpoint"]),
+        );
+        let evidence = feedsafe::aws::dynamo::DynamoEvidenceStore::new(
+            clients.dynamodb.clone(),
+            s(&stack["tables"]["EvidenceTable"]),
+        );
+        let bucket = s(&stack["buckets"]["RawBucket"]);
+        let client = Client {
+            agent: ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build()
+                .into(),
+            api,
+            supplier,
+        };
+        let client = std::sync::Arc::new(client);
+
+        Ok(Self {
+            stack,
+            client,
+            clients,
+            evidence,
+            bucket,
         })
-    })
-    .await??;
-    table(
-        &format!(
-            "1. Pull run {} of export EXP-8821 ({} pages committed) -> page 2 stored once",
-            s(&report["run_id"]),
-            report["pages_committed"].as_array().map_or(0, Vec::len)
-        ),
-        &OBS_HEADER,
-        observation_rows(&history),
-    );
-    let first_id = s(&history[0]["observation_id"]);
-    let page2 = "demo/acme-eu/ACC-1/EXP-8821/2";
+    }
 
-    // 2. The acknowledgement is lost; the scheduler announces the same export again.
-    let c = client.clone();
-    let rerun = tokio::task::spawn_blocking(move || c.start_pull()).await??;
-    let record = evidence
-        .replay_record(page2)
-        .await?
-        .ok_or_else(|| anyhow!("no replay record for {page2}"))?;
-    let c = client.clone();
-    let history = tokio::task::spawn_blocking(move || c.history("AX-440-R2")).await??;
-    table(
+    /// Step 1: The three-page export; page 2 carries AX-440-R2, quantity 6, 08:00Z. The stored
+    /// observation's id.
+    async fn first_export(&self) -> Result<String> {
+        let client = &self.client;
+        // 1. The three-page export; page 2 carries AX-440-R2, quantity 6, 08:00Z.
+        let c = client.clone();
+        let report = tokio::task::spawn_blocking(move || {
+            c.set_export("EXP-8821", export_8821(6))?;
+            c.run_pull()
+        })
+        .await??;
+        let c = client.clone();
+        let history = tokio::task::spawn_blocking(move || {
+            wait_for("the page-2 observation", || {
+                Ok(Some(c.history("AX-440-R2")?).filter(|h| !h.is_empty()))
+            })
+        })
+        .await??;
+        table(
+            &format!(
+                "1. Pull run {} of export EXP-8821 ({} pages committed) -> page 2 stored once",
+                s(&report["run_id"]),
+                report["pages_committed"].as_array().map_or(0, Vec::len)
+            ),
+            &OBS_HEADER,
+            observation_rows(&history),
+        );
+        Ok(s(&history[0]["observation_id"]))
+    }
+
+    /// Step 2: The acknowledgement is lost; the scheduler announces the same export again. Page 2's
+    /// replay record.
+    async fn export_announced_again(
+        &self,
+        first_id: &str,
+    ) -> Result<feedsafe::domain::model::ReplayRecord> {
+        let (client, evidence, page2) = (&self.client, &self.evidence, PAGE2);
+        // 2. The acknowledgement is lost; the scheduler announces the same export again.
+        let c = client.clone();
+        let rerun = tokio::task::spawn_blocking(move || c.start_pull()).await??;
+        let record = evidence
+            .replay_record(page2)
+            .await?
+            .ok_or_else(|| anyhow!("no replay record for {page2}"))?;
+        let c = client.clone();
+        let history = tokio::task::spawn_blocking(move || c.history("AX-440-R2")).await??;
+        table(
         "2. The same export announced again (lost acknowledgement) -> the closed run is not reopened, its pages replay, no new observation",
         &[
             "run",
@@ -327,95 +373,108 @@ pub async fn run() -> Result<()> {
             history.len().to_string(),
         ]],
     );
-    if record.observation_ids.first().map(|i| i.to_string()) != Some(first_id.clone())
-        || history.len() != 1
-    {
-        bail!("the repeated run created or changed an observation");
+        if record.observation_ids.first().map(|i| i.to_string()) != Some(first_id.to_owned())
+            || history.len() != 1
+        {
+            bail!("the repeated run created or changed an observation");
+        }
+
+        Ok(record)
     }
 
-    // 3. 09:00: a new export reports quantity 4.
-    let c = client.clone();
-    let (offers, history) =
-        tokio::task::spawn_blocking(move || -> Result<(Vec<Value>, Vec<Value>)> {
-            c.set_export(
-                "EXP-8822",
-                vec![
-                    vec![],
-                    vec![offer("AX-440-R2", 4, "820.00", "2026-11-29T09:00:00Z")],
-                    vec![],
-                ],
-            )?;
-            c.run_pull()?;
-            let offers = wait_for("quantity 4 to be current", || {
-                let offers = c.offers("AX-440-R2")?;
-                Ok(offers.iter().any(|o| o["quantity"] == 4).then_some(offers))
+    /// Step 3: 09:00: a new export reports quantity 4.
+    async fn newer_export(&self) -> Result<()> {
+        let client = &self.client;
+        // 3. 09:00: a new export reports quantity 4.
+        let c = client.clone();
+        let (offers, history) =
+            tokio::task::spawn_blocking(move || -> Result<(Vec<Value>, Vec<Value>)> {
+                c.set_export(
+                    "EXP-8822",
+                    vec![
+                        vec![],
+                        vec![offer("AX-440-R2", 4, "820.00", "2026-11-29T09:00:00Z")],
+                        vec![],
+                    ],
+                )?;
+                c.run_pull()?;
+                let offers = wait_for("quantity 4 to be current", || {
+                    let offers = c.offers("AX-440-R2")?;
+                    Ok(offers.iter().any(|o| o["quantity"] == 4).then_some(offers))
+                })?;
+                Ok((offers, c.history("AX-440-R2")?))
+            })
+            .await??;
+        table(
+            "3. Export EXP-8822 (quantity 4, 09:00Z) -> current offer",
+            &[
+                "connector",
+                "qty",
+                "observed_at",
+                "retrieved_at",
+                "verification",
+                "age (s)",
+            ],
+            offers
+                .iter()
+                .map(|o| {
+                    vec![
+                        s(&o["connector"]),
+                        s(&o["quantity"]),
+                        s(&o["observed_at"]),
+                        s(&o["retrieved_at"]),
+                        s(&o["verification"]["state"]),
+                        s(&o["freshness"]["age_seconds"]),
+                    ]
+                })
+                .collect(),
+        );
+        table(
+            "   History of AX-440-R2 (newest first): both claims kept",
+            &OBS_HEADER,
+            observation_rows(&history),
+        );
+
+        Ok(())
+    }
+
+    /// Step 4: The supplier's webhook reports an older reading (08:30Z, quantity 5), then sends the
+    /// same event again claiming quantity 7 under the same identity.
+    async fn late_and_mutated_webhook(&self, first_id: &str) -> Result<()> {
+        let (client, evidence, bucket) = (&self.client, &self.evidence, &self.bucket);
+        // 4. The supplier's webhook reports an older reading (08:30Z, quantity 5), then sends the same
+        //    event again claiming quantity 7 under the same identity.
+        let event_id = "evt-ax440-0830";
+        let event_key = format!("demo/acme-events/ACME-EVT/urn:acme:events/{event_id}");
+        let c = client.clone();
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            c.webhook(event_id, 5, "2026-11-29T08:30:00Z")?;
+            wait_for("the 08:30 webhook observation", || {
+                Ok(Some(()).filter(|_| c.history("AX-440-R2").is_ok_and(|h| h.len() == 3)))
             })?;
-            Ok((offers, c.history("AX-440-R2")?))
+            c.webhook(event_id, 7, "2026-11-29T08:30:00Z")?;
+            Ok(())
         })
         .await??;
-    table(
-        "3. Export EXP-8822 (quantity 4, 09:00Z) -> current offer",
-        &[
-            "connector",
-            "qty",
-            "observed_at",
-            "retrieved_at",
-            "verification",
-            "age (s)",
-        ],
-        offers
-            .iter()
-            .map(|o| {
-                vec![
-                    s(&o["connector"]),
-                    s(&o["quantity"]),
-                    s(&o["observed_at"]),
-                    s(&o["retrieved_at"]),
-                    s(&o["verification"]["state"]),
-                    s(&o["freshness"]["age_seconds"]),
-                ]
-            })
-            .collect(),
-    );
-    table(
-        "   History of AX-440-R2 (newest first): both claims kept",
-        &OBS_HEADER,
-        observation_rows(&history),
-    );
-
-    // 4. The supplier's webhook reports an older reading (08:30Z, quantity 5), then sends the same
-    //    event again claiming quantity 7 under the same identity.
-    let event_id = "evt-ax440-0830";
-    let event_key = format!("demo/acme-events/ACME-EVT/urn:acme:events/{event_id}");
-    let c = client.clone();
-    tokio::task::spawn_blocking(move || -> Result<()> {
-        c.webhook(event_id, 5, "2026-11-29T08:30:00Z")?;
-        wait_for("the 08:30 webhook observation", || {
-            Ok(Some(()).filter(|_| c.history("AX-440-R2").is_ok_and(|h| h.len() == 3)))
-        })?;
-        c.webhook(event_id, 7, "2026-11-29T08:30:00Z")?;
-        Ok(())
-    })
-    .await??;
-    let tenant = feedsafe::domain::ids::TenantId::parse("demo")?;
-    let entry = quarantine_entry_of(&evidence, &tenant, &event_key).await?;
-    let (offers, history) = offers_and_history(&client).await?;
-    table(
+        let tenant = feedsafe::domain::ids::TenantId::parse("demo")?;
+        let entry = quarantine_entry_of(evidence, &tenant, &event_key).await?;
+        let (offers, history) = offers_and_history(client).await?;
+        table(
         "4. Webhook evt-ax440-0830 (08:30Z, quantity 5) stored; sent again with quantity 7 -> replay_payload_mismatch, quarantined",
         &MISMATCH_HEADER,
         vec![mismatch_row(&entry)],
     );
-    println!(
-        "   quarantined evidence (its own raw artifact): s3://{bucket}/{} (sha256 {})",
-        entry.evidence_key, entry.evidence_sha256
-    );
-    println!(
-        "   the stored observation is untouched: {}",
-        history
-            .iter()
-            .any(|o| s(&o["observation_id"]) == first_id && o["quantity"] == 6)
-    );
-    println!(
+        println!(
+            "   quarantined evidence (its own raw artifact): s3://{bucket}/{} (sha256 {})",
+            entry.evidence_key, entry.evidence_sha256
+        );
+        println!(
+            "   the stored observation is untouched: {}",
+            history
+                .iter()
+                .any(|o| s(&o["observation_id"]) == first_id && o["quantity"] == 6)
+        );
+        println!(
         "   current offer: quantity {}, the late 08:30 reading did not roll it back  (history: {} claims)",
         offers
             .first()
@@ -423,58 +482,72 @@ pub async fn run() -> Result<()> {
             .unwrap_or_default(),
         history.len()
     );
-    // 5. The essay's changed replay: page 2 of EXP-8821 arrives again under its key, now claiming
-    //    quantity 5 (a mutated export, or a reused page cursor).
-    let mutated = mutated_page(&clients, &bucket, &record.artifact_key).await?;
-    let queue = feedsafe::aws::sqs::SqsDeliveryQueue::new(
-        clients.sqs.clone(),
-        s(&stack["queues"]["IngestQueue"]["url"]),
-    );
-    let claims = feedsafe::aws::claims::S3ClaimStore::new(clients.s3.clone(), &bucket);
-    let key = feedsafe::domain::ids::DeliveryKey::new(
-        record.tenant.clone(),
-        record.connector.clone(),
-        record.source_account.clone(),
-        record.source_delivery_id.clone(),
-        record.identity_strength,
-    );
-    let envelope = feedsafe::intake::envelope_for(
-        &key,
-        feedsafe::intake::poller::EXPORT_PAGE_BASIS,
-        feedsafe::domain::timestamp::Timestamp::now(),
-        "application/json",
-        record.run.clone(),
-        &mutated,
-        &claims,
-    )
-    .await
-    .map_err(|e| anyhow!("building the repeated page's envelope: {e}"))?;
-    feedsafe::intake::DeliveryQueue::enqueue(&queue, &envelope)
+        Ok(())
+    }
+
+    /// Step 5: The essay's changed replay: page 2 of EXP-8821 arrives again under its key, now
+    /// claiming quantity 5 (a mutated export, or a reused page cursor).
+    async fn changed_replay_of_page_2(
+        &self,
+        first_id: &str,
+        record: &feedsafe::domain::model::ReplayRecord,
+    ) -> Result<()> {
+        let (client, evidence, bucket, stack) =
+            (&self.client, &self.evidence, &self.bucket, &self.stack);
+        let (clients, page2) = (&self.clients, PAGE2);
+        let tenant = feedsafe::domain::ids::TenantId::parse("demo")?;
+        // 5. The essay's changed replay: page 2 of EXP-8821 arrives again under its key, now claiming
+        //    quantity 5 (a mutated export, or a reused page cursor).
+        let mutated = mutated_page(clients, bucket, &record.artifact_key).await?;
+        let queue = feedsafe::aws::sqs::SqsDeliveryQueue::new(
+            clients.sqs.clone(),
+            s(&stack["queues"]["IngestQueue"]["url"]),
+        );
+        let claims = feedsafe::aws::claims::S3ClaimStore::new(clients.s3.clone(), bucket.as_str());
+        let key = feedsafe::domain::ids::DeliveryKey::new(
+            record.tenant.clone(),
+            record.connector.clone(),
+            record.source_account.clone(),
+            record.source_delivery_id.clone(),
+            record.identity_strength,
+        );
+        let envelope = feedsafe::intake::envelope_for(
+            &key,
+            feedsafe::intake::poller::EXPORT_PAGE_BASIS,
+            feedsafe::domain::timestamp::Timestamp::now(),
+            "application/json",
+            record.run.clone(),
+            &mutated,
+            &claims,
+        )
         .await
-        .map_err(|e| anyhow!("enqueueing the repeated page: {e}"))?;
-    let page_entry = quarantine_entry_of(&evidence, &tenant, page2).await?;
-    let (offers, history) = offers_and_history(&client).await?;
-    table(
+        .map_err(|e| anyhow!("building the repeated page's envelope: {e}"))?;
+        feedsafe::intake::DeliveryQueue::enqueue(&queue, &envelope)
+            .await
+            .map_err(|e| anyhow!("enqueueing the repeated page: {e}"))?;
+        let page_entry = quarantine_entry_of(evidence, &tenant, page2).await?;
+        let (offers, history) = offers_and_history(client).await?;
+        table(
         "5. Page 2 of EXP-8821 delivered again under its key, now claiming quantity 5 -> replay_payload_mismatch, quarantined",
         &MISMATCH_HEADER,
         vec![mismatch_row(&page_entry)],
     );
-    let kept = history
-        .iter()
-        .any(|o| s(&o["observation_id"]) == first_id && o["quantity"] == 6);
-    println!("   the quantity-6 observation is untouched: {kept}; history still {} claims, current quantity {}",
+        let kept = history
+            .iter()
+            .any(|o| s(&o["observation_id"]) == first_id && o["quantity"] == 6);
+        println!("   the quantity-6 observation is untouched: {kept}; history still {} claims, current quantity {}",
         history.len(),
         offers.first().map(|o| s(&o["quantity"])).unwrap_or_default());
-    if !kept || history.len() != 3 {
-        bail!("the changed replay of page 2 altered the stored history");
+        if !kept || history.len() != 3 {
+            bail!("the changed replay of page 2 altered the stored history");
+        }
+        println!(
+            "   review it: http://{}/console (operator token), or opsctl quarantine show {}",
+            s(&stack["http"]).trim_start_matches("http://"),
+            page_entry.quarantine_id
+        );
+        Ok(())
     }
-    println!(
-        "   review it: http://{}/console (operator token), or opsctl quarantine show {}",
-        s(&stack["http"]).trim_start_matches("http://"),
-        page_entry.quarantine_id
-    );
-    println!("\nOutcome: the quantity-6 observation kept once, quantity 4 current, the late quantity 5 kept in history; quantity 7 (webhook) and the changed page 2 (quantity 5) quarantined as replay_payload_mismatch.");
-    Ok(())
 }
 
 /// AX-440-R2's current offers and history, read through the read routes.
