@@ -13,6 +13,7 @@ pub mod operator_records;
 pub mod projection_table;
 pub mod pull_credentials;
 pub mod pull_schedule;
+mod quarantine_review;
 mod replays;
 pub mod s3;
 pub mod secret_owners;

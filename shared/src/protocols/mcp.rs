@@ -34,6 +34,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The route the endpoint answers on.
+mod summaries;
+use summaries::{history_summary, items_summary, offers_summary, text_of};
+
 pub const MCP_PATH: &str = "/v1/mcp";
 
 /// Said in every tool's description and in the server's instructions.
@@ -468,113 +471,6 @@ impl<'a> ToolCall<'a> {
     }
 }
 
-/// What a quote means, as an agent can quote it: `#1 in USD: 2500 from acme-eu at 0.398 USD
-/// each (995.000 USD), MOQ 1000 met, lead time 14 days`, or why it cannot be ordered.
-fn quote_text(q: &Quote, o: &ObservationBody) -> String {
-    let place = match q.rank {
-        Some(rank) => format!("#{rank} in {}", o.currency),
-        None => format!("unranked in {}", o.currency),
-    };
-    let price = match (&q.unit_price, &q.extended_price) {
-        (Some(unit), Some(extended)) => format!(
-            " at {unit} {} each{} ({extended} {})",
-            o.currency,
-            o.terms
-                .price_basis
-                .as_ref()
-                .map_or(String::new(), |b| format!(" per {}", b.as_str())),
-            o.currency
-        ),
-        _ => String::new(),
-    };
-    let mut notes = Vec::new();
-    if let Some(moq) = &o.terms.minimum_order_quantity {
-        notes.push(format!(
-            "MOQ {} {}",
-            moq.as_str(),
-            if q.orderable { "met" } else { "applies" }
-        ));
-    }
-    notes.extend(
-        o.terms
-            .lead_time_days
-            .map(|d| format!("lead time {d} days")),
-    );
-    if q.price_status != "current" {
-        notes.push(format!("price {}", q.price_status.replace('_', " ")));
-    }
-    if !q.orderable {
-        notes.push(format!(
-            "not orderable: {}",
-            q.not_orderable_because.join("; ")
-        ));
-    }
-    let notes: String = notes.iter().map(|n| format!(", {n}")).collect();
-    format!(
-        "{place}: {} from {}{price}{notes}, {}, {}",
-        q.quantity,
-        o.connector.as_str(),
-        o.claim.replace('_', "-"),
-        o.verification
-    )
-}
-
-/// The commercial terms an offer states, each as a buyer reads it (`; breaks 1000+ at 0.412
-/// USD, 2500+ at 0.398 USD; MOQ 1000; ...`); empty without terms.
-fn terms_text(t: &Terms, currency: &str) -> String {
-    let mut parts = Vec::new();
-    if !t.price_breaks.is_empty() {
-        let breaks: Vec<String> = t
-            .price_breaks
-            .iter()
-            .map(|b| {
-                format!(
-                    "{}+ at {} {currency}",
-                    b.min_quantity.as_str(),
-                    b.unit_price.as_str()
-                )
-            })
-            .collect();
-        parts.push(format!("breaks {}", breaks.join(", ")));
-    }
-    let mut add = |label: &str, value: Option<String>| {
-        parts.extend(value.map(|v| format!("{label} {v}")));
-    };
-    add(
-        "price per",
-        t.price_basis.as_ref().map(|d| d.as_str().to_owned()),
-    );
-    add(
-        "MOQ",
-        t.minimum_order_quantity
-            .as_ref()
-            .map(|d| d.as_str().to_owned()),
-    );
-    add(
-        "order multiple",
-        t.order_multiple.as_ref().map(|d| d.as_str().to_owned()),
-    );
-    add("lead time", t.lead_time_days.map(|d| format!("{d} days")));
-    add(
-        "lead time stated as",
-        t.lead_time.as_ref().map(|l| format!("{l:?}")),
-    );
-    add("packaging", t.packaging.clone());
-    add(
-        "pack of",
-        t.pack_size.as_ref().map(|d| d.as_str().to_owned()),
-    );
-    add("valid from", t.valid_from.map(|v| v.to_rfc3339()));
-    add("valid until", t.valid_until.map(|v| v.to_rfc3339()));
-    add("incoterms", t.incoterms.clone());
-    add(
-        "tax included:",
-        t.tax_included
-            .map(|b| if b { "yes" } else { "no" }.to_owned()),
-    );
-    parts.iter().map(|p| format!("; {p}")).collect()
-}
-
 /// A tool's result: the body its REST route returns, as the tool's structured content.
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -583,23 +479,6 @@ enum ToolAnswer {
     Offers(OffersResponse),
     History(HistoryResponse),
     Observation(Box<ObservationDetail>),
-}
-
-fn text_of(o: &ObservationBody) -> String {
-    format!(
-        "{} via {}: quantity {} {} at {} {}{}, observed {} (received {}), claim {}, {}",
-        o.item,
-        o.connector.as_str(),
-        o.quantity,
-        o.quantity_basis,
-        o.price,
-        o.currency,
-        terms_text(&o.terms, &o.currency),
-        o.observed_at.to_rfc3339(),
-        o.retrieved_at.to_rfc3339(),
-        o.claim,
-        o.verification,
-    )
 }
 
 impl ToolAnswer {
@@ -611,110 +490,13 @@ impl ToolAnswer {
             Self::History(body) => history_summary(body),
             Self::Observation(body) => vec![format!("- {}", text_of(&body.entry.observation))],
         };
-        lines.push("Supplier-reported and unverified; this read refreshed nothing.".into());
+        lines.push(
+            "Supplier-reported; unverified unless a claim's verification says otherwise; this \
+             read refreshed nothing."
+                .into(),
+        );
         lines.join("\n")
     }
-}
-
-fn items_summary(body: &ItemsResponse) -> Vec<String> {
-    let mut lines = vec![format!(
-        "{} item(s) of part number {}{}{}.",
-        body.items.len(),
-        body.mpn,
-        body.manufacturer
-            .as_ref()
-            .map_or(String::new(), |m| format!(" by {m}")),
-        if body.truncated {
-            " (the first 100)"
-        } else {
-            ""
-        }
-    )];
-    for i in &body.items {
-        lines.push(format!(
-            "- {}: {}packaging {}, condition {}{}, {} current offer(s)",
-            i.item,
-            i.manufacturer
-                .as_ref()
-                .map_or(String::new(), |m| format!("manufacturer {m}, ")),
-            i.packaging,
-            i.condition,
-            i.revision
-                .as_ref()
-                .map_or(String::new(), |r| format!(", revision {r}")),
-            i.current_offers
-        ));
-    }
-    lines
-}
-
-fn offers_summary(body: &OffersResponse) -> Vec<String> {
-    let mut lines = vec![format!(
-        "{} current offer(s) for {} as of {}.",
-        body.offers.len(),
-        body.item,
-        body.as_of.to_rfc3339()
-    )];
-    if let Some(quantity) = &body.quantity {
-        lines.push(format!(
-            "For {quantity}: cheapest orderable first within each currency (currencies are never compared)."
-        ));
-    }
-    for o in &body.offers {
-        lines.extend(o.quote.as_ref().map(|q| quote_text(q, &o.observation)));
-        lines.push(format!(
-            "- {}; age {} s{}",
-            text_of(&o.observation),
-            o.freshness.age_seconds,
-            if o.freshness.stale { ", STALE" } else { "" }
-        ));
-    }
-    for gap in &body.freshness_gaps {
-        lines.push(format!(
-            "Freshness gap: {} is {} s old (limit {} s); refresh: {}.",
-            gap.connector.as_str(),
-            gap.age_seconds,
-            gap.max_age_seconds,
-            gap.refresh.action()
-        ));
-    }
-    for left_out in &body.excluded_sources {
-        let reason = serde_json::to_value(left_out.reason).unwrap_or_default();
-        lines.push(format!(
-            "Left out: {}/{} ({}), not an absence of offers.",
-            left_out.connector.as_str(),
-            left_out.source_account.as_str(),
-            reason.as_str().unwrap_or_default()
-        ));
-    }
-    lines.extend(body.receipt.as_ref().map(|r| {
-        format!(
-            "Receipt: as_of {}, digest {} (GET /v1/receipts/verify checks it later).",
-            r.as_of.to_rfc3339(),
-            r.digest
-        )
-    }));
-    lines
-}
-
-fn history_summary(body: &HistoryResponse) -> Vec<String> {
-    let mut lines = vec![format!(
-        "{} stored claim(s) for {}, newest first.",
-        body.observations.len(),
-        body.item
-    )];
-    for entry in &body.observations {
-        lines.push(format!(
-            "- {}{}",
-            text_of(&entry.observation),
-            if entry.superseded {
-                " (superseded)"
-            } else {
-                ""
-            }
-        ));
-    }
-    lines
 }
 
 impl OfferTools {
