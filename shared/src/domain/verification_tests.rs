@@ -196,3 +196,62 @@ fn the_named_item_and_source_must_be_the_claims() {
         .collect();
     assert_eq!(pointers, ["/connector", "/source_account"]);
 }
+
+#[test]
+fn the_edges_of_what_a_verifier_controls() {
+    let now = at("2026-12-01T10:00:00Z");
+    let with = |pointer: &str, value: Value| {
+        let mut body = request(&obs(2), "2026-12-01T11:00:00Z");
+        *body.pointer_mut(pointer).unwrap_or(&mut Value::Null) = value.clone();
+        if body.pointer(pointer).is_none() {
+            body[pointer.trim_start_matches('/')] = value;
+        }
+        VerificationRequest::read(&body, now)
+    };
+    // Texts: 500 bytes pass, 501 do not; control characters and blanks never.
+    assert!(with("/reference", json!("R".repeat(MAX_TEXT_BYTES))).is_ok());
+    for bad in [
+        json!("R".repeat(MAX_TEXT_BYTES + 1)),
+        json!("R-17\u{0}"),
+        json!("  "),
+        json!(17),
+    ] {
+        let problems = with("/reference", bad.clone()).unwrap_err();
+        assert_eq!(problems[0].pointer, "/reference", "{bad}");
+    }
+    // Times at the calendar's edges: accepted only within a year from now, never panicking.
+    for (expires, ok) in [
+        ("0000-01-01T00:00:00Z", false),
+        ("9999-12-31T23:59:59Z", false),
+        ("9999-12-31T23:59:59-23:59", false),
+        ("2026-12-01T10:00:00Z", false),
+        ("2026-12-01T10:00:01Z", true),
+        ("2027-12-02T10:00:00Z", true),
+        ("2027-12-02T10:00:01Z", false),
+    ] {
+        assert_eq!(with("/expires_at", json!(expires)).is_ok(), ok, "{expires}");
+    }
+    assert!(with("/verified_at", json!("0000-01-01T00:00:00Z")).is_ok());
+    assert!(with("/verified_at", json!("2026-12-01T10:00:01Z")).is_err());
+    // Quantities at the decimal grammar's edges.
+    for (quantity, ok) in [
+        (json!("0"), false),
+        (json!("0.000000000000000001"), true),
+        (json!(u64::MAX), true),
+        (json!("1e3"), false),
+        (json!(-1), false),
+        (json!("9".repeat(31)), false),
+    ] {
+        let scope = json!({"kind": "stock_at_least", "quantity": quantity});
+        assert_eq!(with("/scope", scope).is_ok(), ok, "{quantity}");
+    }
+}
+
+#[test]
+fn a_record_round_trips_through_its_stored_form() {
+    let record = recorded(&obs(2), "2026-12-01T10:00:00Z", "2026-12-01T11:00:00Z");
+    let event = VerificationEvent::Verified(Box::new(record));
+    let stored = serde_json::to_value(&event).unwrap();
+    let back: VerificationEvent = serde_json::from_value(stored).unwrap();
+    assert_eq!(back, event);
+}
