@@ -128,7 +128,7 @@ FUNCTION_CALLS = {
 LEADING_KEYS = {
     ("WebhookFunction", "EvidenceTable"): {"CONNECTOR#*", "SIGNING_SECRET#*"},
     ("DropsFunction", "EvidenceTable"): {"CONNECTOR#*"},
-    ("PollerFunction", "EvidenceTable"): {"CONNECTOR#*", "RUN#*", "SCHEDULE#*"},
+    ("PollerFunction", "EvidenceTable"): {"CONNECTOR#*", "RUN#*", "SCHEDULE#*", "HEALTH"},
     ("QueryFunction", "ProjectionTable"): {"ITEM#*"},
 }
 

@@ -46,6 +46,7 @@ const ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/v1/observations", Access::Reader),
     ("GET", "/v1/observations/{observation_id}", Access::Reader),
     ("GET", "/v1/receipts/verify", Access::Reader),
+    ("GET", "/v1/sources", Access::Reader),
     ("POST", "/v1/mcp", Access::Reader),
     ("POST", "/v1/webhooks/{connector}", Access::Signed),
     ("GET", "/v1/deliveries/{delivery_key}", Access::Ops),

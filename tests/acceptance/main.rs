@@ -38,6 +38,7 @@ mod read_path;
 mod request_budget;
 mod runs;
 mod soak;
+mod source_status;
 mod suppliers;
 mod telemetry;
 mod template;

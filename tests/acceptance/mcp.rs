@@ -15,11 +15,12 @@ use serde_json::{json, Value};
 const PROTOCOL: &str = "2025-06-18";
 
 /// The tools `tools/list` names, in its order.
-pub(crate) const TOOL_NAMES: [&str; 4] = [
+pub(crate) const TOOL_NAMES: [&str; 5] = [
     "get_current_offers",
     "find_items",
     "get_offer_history",
     "get_observation",
+    "get_source_status",
 ];
 
 fn rpc(principal: Option<Principal>, method: &str, params: Value) -> McpRequest {

@@ -173,6 +173,13 @@ impl feedsafe::protocols::ports::EvidenceStore for ChunkSeam {
         feedsafe::protocols::ports::EvidenceStore::correction_rules(self.inner.as_ref(), source)
             .await
     }
+
+    async fn note_delivery(
+        &self,
+        note: &feedsafe::domain::source_health::DeliveryNote,
+    ) -> Result<(), feedsafe::protocols::ports::StoreError> {
+        feedsafe::protocols::ports::EvidenceStore::note_delivery(self.inner.as_ref(), note).await
+    }
 }
 
 /// A clock the test sets: frozen at an instant until moved.

@@ -141,4 +141,25 @@ impl EvidenceReads for LaggingIndex {
     ) -> Result<Vec<VerificationEvent>, StoreError> {
         self.inner.item_verifications(tenant, item).await
     }
+
+    async fn connectors_of(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<feedsafe::domain::connector::ConnectorConfig>, StoreError> {
+        self.inner.connectors_of(tenant).await
+    }
+
+    async fn source_health_of(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<feedsafe::domain::source_health::SourceHealth>, StoreError> {
+        self.inner.source_health_of(tenant).await
+    }
+
+    async fn pull_schedule(
+        &self,
+        connector: &feedsafe::domain::ids::ConnectorId,
+    ) -> Result<Option<feedsafe::domain::source_health::PullSlot>, StoreError> {
+        self.inner.pull_schedule(connector).await
+    }
 }

@@ -76,8 +76,13 @@ impl DynamoEvidenceStore {
             Some("attribute_not_exists(pk)"),
         )?;
         let schedule = super::pull_schedule::schedule_action(self.table(), write.config)?;
+        let health =
+            super::source_health::register_action(self.table(), write.config, write.recorded_at)?;
         match self
-            .transact(vec![head, entry, schedule], "put connector definition")
+            .transact(
+                vec![head, entry, schedule, health],
+                "put connector definition",
+            )
             .await?
         {
             None => Ok(DefinitionWritten::Stored),

@@ -749,6 +749,13 @@ impl EvidenceStore for DynamoEvidenceStore {
         self.rules_of(source).await
     }
 
+    async fn note_delivery(
+        &self,
+        note: &crate::domain::source_health::DeliveryNote,
+    ) -> Result<(), StoreError> {
+        DynamoEvidenceStore::note_delivery(self, note).await
+    }
+
     async fn put_quarantine(&self, entry: &QuarantineEntry) -> Result<(), StoreError> {
         let result = self
             .client

@@ -34,8 +34,20 @@ use std::collections::{BTreeSet, HashMap};
 /// The poller's run ledger is the evidence table's run record.
 #[async_trait]
 impl RunLedger for DynamoEvidenceStore {
+    /// Starts the run, then notes it in its connector's health record (a summary: a note
+    /// that cannot be written is logged, and the run goes on).
     async fn start_run(&self, run: &Run) -> Result<RunStart, StoreError> {
-        DynamoEvidenceStore::start_run(self, run).await
+        let start = DynamoEvidenceStore::start_run(self, run).await?;
+        if let RunStart::Open = start {
+            let at = run.started_at.unwrap_or(run.updated_at);
+            let noted = self
+                .note_run_started(&run.tenant, &run.connector, run.run_id.as_str(), at)
+                .await;
+            if let Err(e) = noted {
+                tracing::warn!(error = %e, run_id = %run.run_id, "run not noted in its source's health");
+            }
+        }
+        Ok(start)
     }
 
     /// Sets the count of an open run; if every page committed before it was known (no commit
@@ -558,6 +570,24 @@ impl EvidenceReads for DynamoEvidenceStore {
         item: &str,
     ) -> Result<Vec<crate::domain::verification::VerificationEvent>, StoreError> {
         DynamoEvidenceStore::item_verifications(self, tenant, item).await
+    }
+
+    async fn connectors_of(&self, tenant: &TenantId) -> Result<Vec<ConnectorConfig>, StoreError> {
+        DynamoEvidenceStore::connectors_of(self, tenant).await
+    }
+
+    async fn source_health_of(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<crate::domain::source_health::SourceHealth>, StoreError> {
+        DynamoEvidenceStore::source_health_of(self, tenant).await
+    }
+
+    async fn pull_schedule(
+        &self,
+        connector: &ConnectorId,
+    ) -> Result<Option<crate::domain::source_health::PullSlot>, StoreError> {
+        DynamoEvidenceStore::pull_schedule(self, connector).await
     }
 
     async fn item_history(

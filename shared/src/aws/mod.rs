@@ -18,6 +18,7 @@ mod replays;
 pub mod s3;
 pub mod secret_owners;
 pub mod secrets;
+pub mod source_health;
 pub mod sqs;
 pub mod stream_records;
 pub mod verifications;

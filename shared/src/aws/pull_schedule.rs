@@ -17,7 +17,7 @@ const SCHEDULE_PK: &str = "SCHEDULE#PULL";
 /// A pull's schedule when its definition names none.
 pub const DEFAULT_EVERY_MINUTES: u32 = 60;
 
-fn schedule_key(connector: &str) -> Item {
+pub(super) fn schedule_key(connector: &str) -> Item {
     HashMap::from([
         ("pk".to_owned(), s(SCHEDULE_PK)),
         ("sk".to_owned(), s(connector)),
@@ -55,7 +55,7 @@ pub(super) fn schedule_action(
     Ok(TransactWriteItem::builder().put(put).build())
 }
 
-fn scheduled(item: &Item) -> Option<ScheduledPull> {
+pub(super) fn scheduled(item: &Item) -> Option<ScheduledPull> {
     let number = |name: &str| item.get(name)?.as_n().ok()?.parse().ok();
     Some(ScheduledPull {
         connector: ConnectorId::parse(item.get("sk")?.as_s().ok()?).ok()?,

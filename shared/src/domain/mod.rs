@@ -17,6 +17,7 @@ pub mod normalize;
 pub mod quantity;
 pub mod quote;
 pub mod reject;
+pub mod source_health;
 pub mod terms;
 pub mod timestamp;
 pub mod verification;

@@ -3,8 +3,8 @@
 //! `Service` (the handler: `ingest`, `projector`; the alarms read these) and under `service`
 //! (Powertools' dimension: `POWERTOOLS_SERVICE_NAME`, see `lambda::logging`). `ColdStart`
 //! (Count 1) is emitted once per execution environment, on its first invocation. Emitted only
-//! inside Lambda, where stdout goes to CloudWatch; the local stack and tests keep their logs
-//! readable.
+//! inside Lambda, where stdout goes to CloudWatch (or with `FEEDSAFE_EMF_STDOUT=1`); the local
+//! stack and tests otherwise keep their logs readable.
 
 use serde_json::{json, Map, Value};
 
@@ -37,6 +37,26 @@ impl BatchMetrics {
 
     /// The EMF document: dimension `Service` = `service`, dimension `service` = `powertools`.
     pub fn to_emf_for(&self, service: &str, powertools: &str, timestamp_ms: i64) -> Value {
+        self.document(
+            json!([["Service"], ["service"]]),
+            &[("Service", service), ("service", powertools)],
+            timestamp_ms,
+        )
+    }
+
+    /// The EMF document of one connector's metrics: dimension `Connector` alone, so that an
+    /// alarm or a dashboard can read each connector's series
+    /// (docs/adr/0060-source-health-from-settled-deliveries.md).
+    pub fn to_connector_emf(&self, connector: &str, timestamp_ms: i64) -> Value {
+        self.document(
+            json!([["Connector"]]),
+            &[("Connector", connector)],
+            timestamp_ms,
+        )
+    }
+
+    /// Every metric declared under `dimensions`, with the dimensions' values and the metrics'.
+    fn document(&self, dimensions: Value, values: &[(&str, &str)], timestamp_ms: i64) -> Value {
         let definitions: Vec<Value> = self
             .values
             .iter()
@@ -47,15 +67,28 @@ impl BatchMetrics {
             "_aws".into(),
             json!({
                 "Timestamp": timestamp_ms,
-                "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": [["Service"], ["service"]], "Metrics": definitions}],
+                "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": dimensions, "Metrics": definitions}],
             }),
         );
-        root.insert("Service".into(), json!(service));
-        root.insert("service".into(), json!(powertools));
+        for (dimension, value) in values {
+            root.insert((*dimension).into(), json!(value));
+        }
         for (name, value, _) in &self.values {
             root.insert((*name).into(), json!(value));
         }
         Value::Object(root)
+    }
+
+    /// Prints one connector's EMF line when running in Lambda.
+    pub fn emit_for_connector(&self, connector: &str) {
+        if in_lambda() && !self.values.is_empty() {
+            let now = crate::domain::timestamp::Timestamp::now().unix_millis();
+            println!("{}", self.to_connector_emf(connector, now));
+        }
+    }
+
+    pub fn seconds(&mut self, name: &'static str, value: i64) {
+        self.values.push((name, value as f64, "Seconds"));
     }
 
     /// Prints the EMF line when running in Lambda.
@@ -72,8 +105,11 @@ impl BatchMetrics {
     }
 }
 
+/// Inside Lambda, or where `FEEDSAFE_EMF_STDOUT=1` asks for the lines (the local stack, to see
+/// what CloudWatch would receive).
 fn in_lambda() -> bool {
     std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some()
+        || std::env::var("FEEDSAFE_EMF_STDOUT").is_ok_and(|v| v == "1")
 }
 
 /// The `ColdStart` document (Count 1) for the Powertools service `service`.
@@ -135,6 +171,27 @@ mod tests {
         );
         assert_eq!(doc["service"], "feedsafe-ingest");
         assert_eq!(doc["Service"], "ingest");
+    }
+
+    #[test]
+    fn a_connector_document_has_the_connector_dimension_alone() {
+        let mut m = BatchMetrics::default();
+        m.count("DeliveriesCommitted", 3);
+        m.seconds("NewestDeliveryAgeSeconds", 7_200);
+        let doc = m.to_connector_emf("acme-eu", 1_700_000_000_000);
+        let metric = &doc["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(metric["Dimensions"], json!([["Connector"]]));
+        assert_eq!(
+            metric["Metrics"],
+            json!([
+                {"Name": "DeliveriesCommitted", "Unit": "Count"},
+                {"Name": "NewestDeliveryAgeSeconds", "Unit": "Seconds"}
+            ])
+        );
+        assert_eq!(doc["Connector"], "acme-eu");
+        assert_eq!(doc["DeliveriesCommitted"], 3.0);
+        assert_eq!(doc["NewestDeliveryAgeSeconds"], 7200.0);
+        assert!(doc.get("Service").is_none());
     }
 
     #[test]

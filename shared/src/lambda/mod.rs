@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod s3;
 pub mod schedule;
 pub mod sizing;
+pub mod source_metrics;
 pub mod sqs;
 pub mod stream;
 

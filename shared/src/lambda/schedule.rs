@@ -80,7 +80,7 @@ pub async fn handle_dispatch_schedule(
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
     #[error(transparent)]
-    Runs(#[from] StoreError),
+    Store(#[from] StoreError),
     #[error(transparent)]
     Corrections(#[from] crate::protocols::identity_corrections::CorrectionError),
 }
@@ -92,10 +92,13 @@ pub struct SweepReport {
     pub runs: Vec<crate::domain::model::Run>,
     /// Identity corrections whose settling was due and is now done.
     pub corrections: usize,
+    /// Every registered connector's health at the sweep, as its metrics publish it.
+    pub sources: Vec<crate::lambda::source_metrics::SourceMetric>,
 }
 
 /// The sweeper function (its scheduled event's payload is ignored): settles the runs past their
-/// deadline at `now` and completes the identity corrections whose settling is due.
+/// deadline at `now`, completes the identity corrections whose settling is due, then publishes
+/// every connector's health (`lambda::source_metrics`).
 pub async fn handle_sweep_schedule(
     store: &crate::aws::dynamo::DynamoEvidenceStore,
     corrections: &crate::protocols::identity_corrections::CorrectionService,
@@ -103,12 +106,19 @@ pub async fn handle_sweep_schedule(
 ) -> Result<SweepReport, SweepError> {
     let runs = store.sweep_runs(now).await?;
     let corrections = corrections.settle_due().await?;
+    let sources = crate::lambda::source_metrics::source_metrics(store, now).await?;
+    crate::lambda::source_metrics::emit(&sources);
     info!(
         runs = runs.len(),
         corrections = corrections,
+        overdue_sources = sources.iter().filter(|s| s.overdue).count(),
         "sweep finished"
     );
-    Ok(SweepReport { runs, corrections })
+    Ok(SweepReport {
+        runs,
+        corrections,
+        sources,
+    })
 }
 
 #[cfg(test)]

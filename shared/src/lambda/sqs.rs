@@ -104,7 +104,20 @@ pub async fn handle_sqs_batch_by(
         }
     }
     tally.emit();
+    emit_connector_counts(service);
     Ok(response)
+}
+
+/// Each connector's deliveries of the batch, by outcome (EMF, dimension `Connector`).
+fn emit_connector_counts(service: &IngestService) {
+    for (connector, counts) in service.take_connector_counts() {
+        let mut m = crate::lambda::metrics::BatchMetrics::default();
+        m.count("DeliveriesCommitted", counts.committed);
+        m.count("DeliveriesReplayed", counts.replayed);
+        m.count("DeliveriesQuarantined", counts.quarantined);
+        m.count("DeliveriesRefused", counts.refused);
+        m.emit_for_connector(connector.as_str());
+    }
 }
 
 /// One message, isolated from the others (`crate::lambda::isolation`): a panic while ingesting

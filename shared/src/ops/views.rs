@@ -16,7 +16,7 @@ use crate::domain::ids::ObservationId;
 use crate::domain::model::{QuarantineEntry, QuarantineKind, SourceRef};
 use crate::domain::normalize::Reading;
 use crate::domain::timestamp::Timestamp;
-use crate::protocols::projection::{ProjectionKey, ProjectionStore};
+use crate::protocols::projection::ProjectionStore;
 use crate::protocols::query::{ObservationBody, Principal, QueryError, QueryService};
 use crate::protocols::source_quarantine::source_quarantine_view;
 use std::collections::{BTreeSet, HashSet};
@@ -63,7 +63,9 @@ impl OpsService {
         let model = self.read_model()?;
         let now = self.clock.now();
         let quarantine = self.evidence.quarantine_entries(&principal.tenant).await?;
-        let configs = self.evidence.connectors_of(&principal.tenant).await?;
+        let configs =
+            super::ports::OpsStore::connectors_of(self.evidence.as_ref(), &principal.tenant)
+                .await?;
         let views = configs
             .into_iter()
             .map(|config| self.connector_view(model, &quarantine, config, now));
@@ -282,21 +284,12 @@ async fn freshness(
     source: &SourceRef,
     now: Timestamp,
 ) -> Result<Freshness, OpsError> {
-    let keys: Vec<ProjectionKey> = projection
-        .items_of_source(source)
-        .await?
-        .into_iter()
-        .map(|item| ProjectionKey {
-            item,
-            source: source.clone(),
-        })
-        .collect();
-    let rows = projection.current_many(&keys).await?;
+    let rows = projection.rows_of_source(source).await?;
     let newest = rows
-        .values()
+        .iter()
         .filter(|row| !row.observation.future_dated)
         .max_by_key(|row| row.observation.observed_at);
-    let last = rows.values().max_by_key(|row| row.observation.retrieved_at);
+    let last = rows.iter().max_by_key(|row| row.observation.retrieved_at);
     Ok(Freshness {
         items: rows.len(),
         newest_observed_at: newest.map(|r| r.observation.observed_at.to_rfc3339()),

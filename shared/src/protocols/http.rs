@@ -123,7 +123,8 @@ fn query_error(e: QueryError) -> HttpResponse {
 }
 
 /// `GET /v1/items?mpn=`, `GET /v1/items/{item}/offers`, `GET /v1/items/{item}/observations`,
-/// `GET /v1/observations/{id}`, and the item reads by query parameter, `GET /v1/offers?item=`
+/// `GET /v1/observations/{id}`, `GET /v1/sources` (`?connector=`), and the item reads by
+/// query parameter, `GET /v1/offers?item=`
 /// and `GET /v1/observations?item=` (same answers: an item whose part number holds `/`, `%`,
 /// `?` or `#` cannot travel in a path segment through API Gateway, which decodes the path
 /// before routing). Reads only.
@@ -160,6 +161,10 @@ pub async fn handle_read(
             Err(refusal) => refusal,
         },
         ["v1", "receipts", "verify"] => verify_receipt(service, principal, query, now).await,
+        ["v1", "sources"] => {
+            let connector = query.get("connector").map(String::as_str);
+            answer(service.sources(principal, connector, now).await)
+        }
         ["v1", "items"] => match (found_part(query), as_of(query)) {
             (Ok((mpn, manufacturer)), Ok(at)) => answer(
                 service

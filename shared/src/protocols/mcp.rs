@@ -14,6 +14,7 @@ use crate::domain::quote::Quote;
 use crate::domain::terms::{Decimal, Terms};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::http::{positive_quantity, HttpResponse};
+use crate::protocols::query::sources::{SourceRefresh, SourcesResponse};
 use crate::protocols::query::{
     HistoryResponse, ItemsResponse, ObservationBody, ObservationDetail, OffersAsked,
     OffersResponse, Principal, QueryError, QueryService, READ_SCOPE,
@@ -35,7 +36,7 @@ use std::sync::Arc;
 
 /// The route the endpoint answers on.
 mod summaries;
-use summaries::{history_summary, items_summary, offers_summary, text_of};
+use summaries::{history_summary, items_summary, offers_summary, sources_summary, text_of};
 
 pub const MCP_PATH: &str = "/v1/mcp";
 
@@ -274,6 +275,29 @@ fn find_items_tool() -> Tool {
     )
 }
 
+/// `get_source_status`: how each source's deliveries are arriving (`GET /v1/sources`).
+fn source_status_tool() -> Tool {
+    use serde_json::json;
+    Tool::new(
+        "get_source_status",
+        format!(
+            "How each supplier feed of this tenant is arriving: the last delivery received and \
+             committed, how the last one settled (committed, replayed, quarantined, refused), \
+             the cadence its connector expects, whether it is overdue and since when, the share \
+             of its items refreshed within the cadence, an active source quarantine, its last \
+             pull run, a run in flight and the next scheduled pull, and what would refresh it. \
+             {CAVEAT}"
+        ),
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "connector": {"type": "string", "description": "Only this connector, e.g. acme-eu"}
+            },
+            "additionalProperties": false
+        })),
+    )
+}
+
 fn tools() -> Vec<Tool> {
     use serde_json::json;
     let read_only = ToolAnnotations::new()
@@ -342,7 +366,8 @@ fn tools() -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
-        .annotate(read_only),
+        .annotate(read_only.clone()),
+        source_status_tool().annotate(read_only),
     ]
 }
 
@@ -429,6 +454,9 @@ enum ToolCall<'a> {
         manufacturer: Option<&'a str>,
         as_of: Option<Timestamp>,
     },
+    Sources {
+        connector: Option<&'a str>,
+    },
 }
 
 impl<'a> ToolCall<'a> {
@@ -466,6 +494,9 @@ impl<'a> ToolCall<'a> {
                 manufacturer: args.optional_string("manufacturer").map_err(invalid)?,
                 as_of: args.instant("as_of").map_err(invalid)?,
             },
+            "get_source_status" => Self::Sources {
+                connector: args.optional_string("connector").map_err(invalid)?,
+            },
             other => return Err(CallError::UnknownTool(other.to_owned())),
         })
     }
@@ -479,6 +510,7 @@ enum ToolAnswer {
     Offers(OffersResponse),
     History(HistoryResponse),
     Observation(Box<ObservationDetail>),
+    Sources(SourcesResponse),
 }
 
 impl ToolAnswer {
@@ -489,6 +521,7 @@ impl ToolAnswer {
             Self::Offers(body) => offers_summary(body),
             Self::History(body) => history_summary(body),
             Self::Observation(body) => vec![format!("- {}", text_of(&body.entry.observation))],
+            Self::Sources(body) => sources_summary(body),
         };
         lines.push(
             "Supplier-reported; unverified unless a claim's verification says otherwise; this \
@@ -544,6 +577,10 @@ impl OfferTools {
                 .items_as_of(principal, mpn, manufacturer, as_of, now)
                 .await
                 .map(ToolAnswer::Items),
+            ToolCall::Sources { connector } => query
+                .sources(principal, connector, now)
+                .await
+                .map(ToolAnswer::Sources),
         };
         answer.map_err(CallError::Query)
     }
@@ -604,7 +641,7 @@ impl ServerHandler for OfferTools {
             }
             Err(CallError::UnknownTool(name)) => {
                 return Err(ErrorData::invalid_params(
-                    format!("unknown tool {name:?}; the tools are find_items, get_current_offers, get_offer_history and get_observation"),
+                    format!("unknown tool {name:?}; the tools are find_items, get_current_offers, get_offer_history, get_observation and get_source_status"),
                     None,
                 ))
             }

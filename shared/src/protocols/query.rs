@@ -2,9 +2,10 @@
 //! Offers come from the projection; history and single observations from the evidence, with
 //! the same visibility rules (uncommitted deliveries and unpublished runs are never shown).
 
-use crate::domain::ids::{ObservationId, TenantId};
+use crate::domain::ids::{ConnectorId, ObservationId, TenantId};
 use crate::domain::item::{CanonicalItem, ItemParts};
 use crate::domain::model::Observation;
+use crate::domain::source_health::SourceHealth;
 use crate::domain::terms::Decimal;
 use crate::domain::timestamp::Timestamp;
 use crate::domain::verification::{VerificationEvent, VerificationView};
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 pub mod as_of;
 mod responses;
+pub mod sources;
 pub use responses::{
     Attribution, ExcludedSource, Exclusion, Freshness, FreshnessGap, HistoryEntry, HistoryResponse,
     ItemsResponse, ListedItem, ObservationBody, ObservationDetail, Offer, OffersResponse,
@@ -113,15 +115,27 @@ impl QueryService {
         }
         let at = instant_asked(asked.as_of, now)?;
         let tenant = &principal.tenant;
-        let (standing, verifications) = match asked.as_of {
+        let (standing, verifications, health) = match asked.as_of {
             None => self.live_claims(tenant, &item).await?,
             Some(_) => tokio::try_join!(
                 as_of::claims_at(self.reads.as_ref(), tenant, &item, at),
                 self.reads.item_verifications(tenant, &item)
             )
-            .map(|(claims, verifications)| (as_of::standing(&claims), verifications))?,
+            .map(|(claims, verifications)| (as_of::standing(&claims), verifications, Vec::new()))?,
         };
-        self.answer(item, standing, &verifications, asked, at).await
+        let mut answer = self
+            .answer(item, standing, &verifications, asked, at)
+            .await?;
+        // How deliveries are arriving now: live answers only, outside the receipt.
+        let connectors: Vec<&ConnectorId> = answer
+            .offers
+            .iter()
+            .map(|o| &o.observation.connector)
+            .chain(answer.excluded_sources.iter().map(|e| &e.connector))
+            .collect();
+        let overdue = self.overdue_sources(&connectors, &health, at).await?;
+        answer.overdue_sources = overdue;
+        Ok(answer)
     }
 
     /// The current claim of each source now (the projection's rows), and every verification
@@ -131,10 +145,11 @@ impl QueryService {
         &self,
         tenant: &TenantId,
         item: &str,
-    ) -> Result<(Standing, Vec<VerificationEvent>), QueryError> {
-        let (rows, verifications) = tokio::try_join!(
+    ) -> Result<(Standing, Vec<VerificationEvent>, Vec<SourceHealth>), QueryError> {
+        let (rows, verifications, health) = tokio::try_join!(
             self.projection.offers(tenant, item),
-            self.reads.item_verifications(tenant, item)
+            self.reads.item_verifications(tenant, item),
+            self.reads.source_health_of(tenant)
         )?;
         let eligibility = Eligibility::new(self.reads.as_ref());
         eligibility
@@ -151,7 +166,7 @@ impl QueryService {
                 claims.push(o);
             }
         }
-        Ok(((claims, excluded), verifications))
+        Ok(((claims, excluded), verifications, health))
     }
 
     /// The offers answer of `claims` (one per source) at `at`, with its receipt.
@@ -197,6 +212,7 @@ impl QueryService {
             offers,
             freshness_gaps: gaps,
             excluded_sources,
+            overdue_sources: Vec::new(),
             receipt: None,
         }
         .with_receipt())
@@ -464,7 +480,7 @@ pub fn instant_asked(as_of: Option<Timestamp>, now: Timestamp) -> Result<Timesta
 
 /// A caller's text quoted (escaped) in a message, its first 64 characters only: a message
 /// never echoes unbounded input.
-fn quoted(text: &str) -> String {
+pub(crate) fn quoted(text: &str) -> String {
     let shown: String = text.chars().take(64).collect();
     if shown.len() < text.len() {
         format!("{shown:?}...")

@@ -214,6 +214,27 @@ fn template_is_production_complete() {
             }),
         "no IteratorAge alarm (60 s) on ProjectorFunction"
     );
+    // One alarm reads every connector's Overdue series (the sweeper's, dimension Connector);
+    // the dashboard shows each connector's age and outcomes.
+    let overdue = resources_of_type(&document, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .filter(|(_, a)| {
+            one_or_many(&a["Properties"]["Metrics"]).iter().any(|m| {
+                m["Expression"].as_str()
+                    == Some("SELECT MAX(Overdue) FROM SCHEMA(Feedsafe, Connector)")
+                    && m["ReturnData"].as_bool() == Some(true)
+            })
+        })
+        .count();
+    assert_eq!(overdue, 1, "one alarm over every connector's Overdue");
+    let text = std::fs::read_to_string(template_spec::template_path()).unwrap();
+    for metric in ["NewestDeliveryAgeSeconds", "Overdue", "DeliveriesCommitted"] {
+        let search = format!(r#"SEARCH('{{Feedsafe,Connector}} MetricName=\"{metric}\""#);
+        assert!(
+            text.contains(&search),
+            "the dashboard shows {metric} per connector"
+        );
+    }
     for metric in ["Mismatches", "RejectedInputs"] {
         assert!(
             !alarms_on(&document, "Feedsafe", metric).is_empty(),

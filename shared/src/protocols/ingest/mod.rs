@@ -22,6 +22,7 @@
 
 mod artifact;
 mod fresh;
+mod health;
 mod keys;
 mod outcome;
 mod recorded;
@@ -29,6 +30,7 @@ mod refusals;
 mod staged;
 
 use artifact::{RACING_WAITS, STORED_WAITS};
+pub use health::{ConnectorCounts, COALESCE_SECONDS};
 pub(crate) use keys::attempt_nonce;
 pub use keys::{artifact_key, chunk_plan, fingerprint_of, parallel_chunks, rejected_key};
 pub use outcome::{
@@ -93,6 +95,7 @@ pub struct IngestService {
     connectors: Arc<dyn ConnectorDirectory>,
     clock: Arc<dyn Clock>,
     faults: Arc<dyn Faults>,
+    health: Arc<health::HealthNotes>,
 }
 
 /// Everything known about the message being ingested.
@@ -148,7 +151,15 @@ impl IngestService {
             connectors,
             clock,
             faults,
+            health: Arc::new(health::HealthNotes::new(COALESCE_SECONDS)),
         }
+    }
+
+    /// The same service, noting every settled delivery in its source's health (no coalescing
+    /// window): for tests that read the health record right after a delivery.
+    pub fn noting_every_delivery(mut self) -> Self {
+        self.health = Arc::new(health::HealthNotes::new(0));
+        self
     }
 
     fn crash_point(&self, point: CrashPoint) -> Result<(), IngestError> {
@@ -173,18 +184,20 @@ impl IngestService {
             fingerprint = field::Empty,
         );
         async {
-            match self.ingest_envelope(&envelope).await {
-                Ok(outcome) => Ok(outcome),
+            let outcome = match self.ingest_envelope(&envelope).await {
+                Ok(outcome) | Err(Failure::Settled(outcome)) => outcome,
                 Err(Failure::Refused(rejection)) => {
-                    self.reject(message, Some(&envelope), rejection, None).await
+                    self.reject(message, Some(&envelope), rejection, None)
+                        .await?
                 }
                 Err(Failure::RefusedClaimedBody(rejection, body)) => {
                     self.reject(message, Some(&envelope), rejection, Some(&body))
-                        .await
+                        .await?
                 }
-                Err(Failure::Settled(outcome)) => Ok(outcome),
-                Err(Failure::Transient(error)) => Err(error),
-            }
+                Err(Failure::Transient(error)) => return Err(error),
+            };
+            self.note_settled(&envelope, &outcome).await;
+            Ok(outcome)
         }
         .instrument(span)
         .await
@@ -203,8 +216,13 @@ impl IngestService {
             RejectCode::InternalError,
             format!("handling the message failed on a defect of ours ({panic}); kept as evidence"),
         );
-        self.reject(message, envelope.as_ref(), rejection, None)
-            .await
+        let outcome = self
+            .reject(message, envelope.as_ref(), rejection, None)
+            .await?;
+        if let Some(envelope) = &envelope {
+            self.note_settled(envelope, &outcome).await;
+        }
+        Ok(outcome)
     }
 
     async fn ingest_envelope(&self, envelope: &DeliveryEnvelope) -> Result<IngestOutcome, Failure> {

@@ -198,6 +198,17 @@ pub(super) fn offers_summary(body: &OffersResponse) -> Vec<String> {
             reason.as_str().unwrap_or_default()
         ));
     }
+    for late in &body.overdue_sources {
+        let since = late
+            .overdue_since
+            .map_or(String::new(), |at| format!(" since {at}"));
+        lines.push(format!(
+            "Overdue: {}{since}, no delivery within its expected {} min; refresh: {}.",
+            late.connector.as_str(),
+            late.expected_cadence_minutes.unwrap_or_default(),
+            refresh_of(&late.refresh)
+        ));
+    }
     lines.extend(body.receipt.as_ref().map(|r| {
         format!(
             "Receipt: as_of {}, digest {} (GET /v1/receipts/verify checks it later).",
@@ -226,4 +237,79 @@ pub(super) fn history_summary(body: &HistoryResponse) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// One line per source: overdue or not, the last commit and outcome, the share of its items
+/// refreshed within the cadence, and what would refresh it.
+pub(super) fn sources_summary(body: &SourcesResponse) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{} sources as of {}:",
+        body.sources.len(),
+        body.as_of
+    )];
+    for source in &body.sources {
+        let state = match (
+            source.overdue,
+            source.overdue_since,
+            source.expected_cadence_minutes,
+        ) {
+            (true, Some(since), _) => format!("OVERDUE since {since}"),
+            (true, None, _) => "OVERDUE".to_owned(),
+            (false, _, Some(minutes)) => format!("on time (expected every {minutes} min)"),
+            (false, _, None) => "no cadence expected".to_owned(),
+        };
+        let last = match (source.last_committed_at, source.last_outcome) {
+            (Some(at), Some(outcome)) => {
+                format!("last committed {at}, last delivery {}", outcome.code())
+            }
+            (None, Some(outcome)) => format!("nothing committed, last delivery {}", outcome.code()),
+            (_, None) => "no delivery yet".to_owned(),
+        };
+        let share = &source.refreshed_within_cadence;
+        let refreshed = match share.share {
+            Some(_) => format!(
+                "; {} of {} items refreshed within the cadence",
+                share.refreshed, share.items
+            ),
+            None => String::new(),
+        };
+        let quarantined = if source.source_quarantine.active {
+            "; SOURCE QUARANTINED"
+        } else {
+            ""
+        };
+        lines.push(format!(
+            "- {} ({}): {state}; {last}{refreshed}{quarantined}; refresh: {}",
+            source.connector,
+            source.transport,
+            refresh_of(&source.refresh)
+        ));
+    }
+    lines
+}
+
+/// What would refresh a source, as an agent can say it.
+fn refresh_of(refresh: &SourceRefresh) -> String {
+    match refresh {
+        SourceRefresh::StartPullRun {
+            method,
+            path,
+            run_in_flight,
+            next_scheduled_pull,
+            ..
+        } => {
+            let when = match (run_in_flight, next_scheduled_pull) {
+                (Some(run), _) => format!(", run {run} in flight"),
+                (None, Some(next)) => format!(", next scheduled pull {next}"),
+                (None, None) => String::new(),
+            };
+            format!("an operator's {method} {path}{when}")
+        }
+        SourceRefresh::AskSupplier {
+            last_delivery_at, ..
+        } => match last_delivery_at {
+            Some(at) => format!("ask the supplier (last delivery received {at})"),
+            None => "ask the supplier (nothing received yet)".to_owned(),
+        },
+    }
 }

@@ -102,6 +102,18 @@ pub trait EvidenceReads: Send + Sync {
         tenant: &TenantId,
         item: &str,
     ) -> Result<Vec<VerificationEvent>, StoreError>;
+    /// The tenant's connectors (their current configurations).
+    async fn connectors_of(&self, tenant: &TenantId) -> Result<Vec<ConnectorConfig>, StoreError>;
+    /// The health records of the tenant's connectors (`docs/item-schema.md`).
+    async fn source_health_of(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<Vec<crate::domain::source_health::SourceHealth>, StoreError>;
+    /// A pull connector's schedule (`None`: it is not on the dispatcher's list).
+    async fn pull_schedule(
+        &self,
+        connector: &ConnectorId,
+    ) -> Result<Option<crate::domain::source_health::PullSlot>, StoreError>;
 }
 
 /// What the visibility of some claims depends on besides the claims themselves: their sources'
@@ -190,6 +202,19 @@ pub trait ProjectionStore: Send + Sync {
     ) -> Result<Vec<ProjectedOffer>, StoreError>;
     /// Items a source has a row for (quarantined or not).
     async fn items_of_source(&self, source: &SourceRef) -> Result<Vec<String>, StoreError>;
+    /// The current row of every item of a source (consistent rows, quarantined or not).
+    async fn rows_of_source(&self, source: &SourceRef) -> Result<Vec<ProjectedOffer>, StoreError> {
+        let keys: Vec<ProjectionKey> = self
+            .items_of_source(source)
+            .await?
+            .into_iter()
+            .map(|item| ProjectionKey {
+                item,
+                source: source.clone(),
+            })
+            .collect();
+        Ok(self.current_many(&keys).await?.into_values().collect())
+    }
     /// The tenant's items with a row whose part number is `part`'s (every packaging,
     /// condition and revision), each once, sorted.
     async fn items_of_part(

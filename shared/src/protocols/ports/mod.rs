@@ -184,6 +184,13 @@ pub trait EvidenceStore: Send + Sync {
     /// The identity rules in force for a source (a consistent read; empty when none): new rows
     /// are attributed by them.
     async fn correction_rules(&self, source: &SourceRef) -> Result<CorrectionRules, StoreError>;
+
+    /// Notes how a delivery settled in its source's health record. Times only move forward:
+    /// an older note never replaces a newer one.
+    async fn note_delivery(
+        &self,
+        note: &crate::domain::source_health::DeliveryNote,
+    ) -> Result<(), StoreError>;
 }
 
 #[async_trait]

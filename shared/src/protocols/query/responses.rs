@@ -144,6 +144,11 @@ pub struct OffersResponse {
     /// exclusion is never a silent absence. Present only when there is one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub excluded_sources: Vec<ExcludedSource>,
+    /// The sources of this answer whose deliveries are overdue for their expected cadence,
+    /// with what would refresh them, asked or not. Live answers only, and not part of the
+    /// receipt: it says how deliveries are arriving now, not what was claimed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overdue_sources: Vec<super::sources::OverdueSource>,
     /// What proves later what this answer said: its instant and the digest of its content.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt: Option<Receipt>,
@@ -196,6 +201,7 @@ impl OffersResponse {
     pub fn digest(&self) -> String {
         let content = OffersResponse {
             receipt: None,
+            overdue_sources: Vec::new(),
             ..self.clone()
         };
         let json = serde_json::to_vec(&content).unwrap_or_default();
@@ -582,6 +588,7 @@ mod tests {
             offers,
             freshness_gaps: Vec::new(),
             excluded_sources: Vec::new(),
+            overdue_sources: Vec::new(),
             receipt: None,
         };
         let old =

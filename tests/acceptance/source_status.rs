@@ -1,0 +1,300 @@
+//! Source health through the running local stack (docs/architecture.md, "Source health"): a
+//! webhook connector expected every minute settles deliveries each way (committed, replayed,
+//! quarantined, refused), each read back from `GET /v1/sources` as it happens; once a minute
+//! passes without a commit it is named overdue with `overdue_since`, by the REST route, the MCP
+//! tool and the sweeper's per-connector metrics, while the other connectors are not.
+
+use acceptance::load::post_signed_webhook;
+use acceptance::*;
+use feedsafe::domain::timestamp::Timestamp;
+use feedsafe::lambda::schedule::handle_sweep_schedule;
+use feedsafe::protocols::identity_corrections::CorrectionService;
+use feedsafe::protocols::ports::{NoFaults, SystemClock};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The local sample signing secret of the `snapshot-hooks` connector (`infra/local/secrets.json`;
+/// not a production secret).
+const SNAPSHOT_HOOKS_SECRET: &str =
+    "whsec_bG9jYWwtc2FtcGxlLXNlY3JldC1zbmFwc2hvdC1ob29rcy1ub3QtZm9yLXByb2R1Y3Rpb24=";
+const QUIET: &str = "snapshot-hooks";
+
+async fn onboard(stack: &local_stack::Stack, document: &Value) {
+    let id = document["connector"].as_str().unwrap();
+    let url = format!("{}/v1/connectors/{id}", stack.base_url());
+    let (status, answer) =
+        call_with("PUT", url, Some(LOCAL_OPERATOR), None, document.clone()).await;
+    assert_eq!(status, 201, "{answer}");
+}
+
+async fn sources(stack: &local_stack::Stack, query: &str) -> Value {
+    let url = format!("{}/v1/sources{query}", stack.base_url());
+    let (status, answer) = call("GET", url, Some(LOCAL_READER), Value::Null).await;
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+async fn status_of(stack: &local_stack::Stack, connector: &str) -> Value {
+    let answer = sources(stack, &format!("?connector={connector}")).await;
+    answer["sources"][0].clone()
+}
+
+async fn webhook(stack: &local_stack::Stack, message_id: &str, body: Value) {
+    let url = format!("{}/v1/webhooks/{QUIET}", stack.base_url());
+    let status = post_signed_webhook(
+        &url,
+        SNAPSHOT_HOOKS_SECRET,
+        message_id,
+        body.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 202, "{message_id}");
+}
+
+/// Waits until the quiet connector's last delivery settled as `outcome`.
+async fn settled_as(stack: &local_stack::Stack, outcome: &str) -> Value {
+    wait_until(&format!("a delivery settled as {outcome}"), || async {
+        status_of(stack, QUIET).await["last_outcome"] == outcome
+    })
+    .await;
+    status_of(stack, QUIET).await
+}
+
+fn snapshot(id: &str, available: Value) -> Value {
+    json!({"snapshot_id": id, "generated_at": Timestamp::now().to_rfc3339(),
+        "stock": [{"part": "LM358DR", "available": available, "unit_price": "0.39"}]})
+}
+
+/// Committed, replayed, quarantined, refused: each is the last outcome in turn, and only a
+/// commit moves `last_committed_at`.
+async fn every_outcome(stack: &local_stack::Stack) -> Timestamp {
+    let first = snapshot("SNAP-1", json!(1200));
+    webhook(stack, "msg_1", first.clone()).await;
+    let committed = settled_as(stack, "committed").await;
+    let at = committed["last_committed_at"].as_str().unwrap().to_owned();
+    assert_eq!(committed["overdue"], false, "{committed}");
+    assert_eq!(committed["expected_cadence_minutes"], 1);
+    assert_eq!(committed["transport"], "webhook");
+    assert_eq!(committed["last_settled"]["committed"], at.as_str());
+
+    // The same snapshot again under another webhook id is one delivery: a replay.
+    webhook(stack, "msg_1b", first).await;
+    let replayed = settled_as(stack, "replayed").await;
+    assert_eq!(replayed["last_committed_at"], at.as_str(), "{replayed}");
+    assert!(replayed["last_settled"]["replayed"].is_string());
+
+    webhook(stack, "msg_2", snapshot("SNAP-1", json!(900))).await;
+    let quarantined = settled_as(stack, "quarantined").await;
+    assert!(quarantined["last_settled"]["quarantined"].is_string());
+    webhook(stack, "msg_3", snapshot("SNAP-2", json!("lots"))).await;
+    let refused = settled_as(stack, "refused").await;
+    assert!(refused["last_settled"]["refused"].is_string());
+    assert_eq!(refused["last_committed_at"], at.as_str(), "{refused}");
+    assert_eq!(
+        refused["refresh"],
+        json!({"action": "ask_supplier", "detail": format!("connector {QUIET} receives webhook deliveries: only the supplier can send fresher data"),
+            "last_delivery_at": refused["last_received_at"]})
+    );
+    Timestamp::parse(&at).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_quiet_source_is_named_overdue_and_the_others_are_not() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    let mut quiet = supplier_definition("snapshot-webhooks");
+    quiet["expected_cadence_minutes"] = json!(1);
+    onboard(&stack, &quiet).await;
+    let mut steady = supplier_definition("lieferant-de");
+    steady["expected_cadence_minutes"] = json!(60);
+    onboard(&stack, &steady).await;
+    env.drop_file(
+        "lieferant-de",
+        "bestand.csv",
+        german_file_with_three_bad_rows(),
+    )
+    .await;
+
+    let committed_at = every_outcome(&stack).await;
+    wait_until("lieferant-de's file committed", || async {
+        status_of(&stack, "lieferant-de").await["last_committed_at"].is_string()
+    })
+    .await;
+    // Nothing commits for the quiet connector for more than its minute.
+    let due = committed_at.plus_seconds(60);
+    let wait = due.seconds_since(Timestamp::now()).max(0) as u64 + 2;
+    tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+
+    let overdue = the_list_names_it_alone(&stack, due).await;
+    the_offers_answer_names_it(&stack, due).await;
+    the_mcp_tool_names_it(&stack, &overdue).await;
+    the_sweeper_publishes_it(&stack, due).await;
+    let (status, refused) = call(
+        "GET",
+        format!("{}/v1/sources?connector=nobody", stack.base_url()),
+        Some(LOCAL_READER),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (404, Some("not_found"))
+    );
+}
+
+/// `GET /v1/sources`: the quiet connector overdue since its commit plus a minute; the German
+/// drop (an hour's cadence) on time though none of its claims is recent; the pull configured
+/// before definitions without a cadence, never overdue. Answers the quiet connector's status.
+async fn the_list_names_it_alone(stack: &local_stack::Stack, due: Timestamp) -> Value {
+    let all = sources(stack, "").await;
+    let by_id = |id: &str| {
+        all["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["connector"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} listed: {all}"))
+    };
+    let overdue = by_id(QUIET);
+    assert_eq!(overdue["overdue"], true, "{overdue}");
+    assert_eq!(
+        overdue["overdue_since"],
+        due.to_rfc3339().as_str(),
+        "{overdue}"
+    );
+    assert_eq!(
+        overdue["source_quarantine"],
+        json!({"active": false, "since": null})
+    );
+    assert_eq!(overdue["refreshed_within_cadence"]["items"], 1, "{overdue}");
+    assert_eq!(
+        overdue["refreshed_within_cadence"]["refreshed"], 0,
+        "{overdue}"
+    );
+
+    let steady = by_id("lieferant-de");
+    assert_eq!(
+        (steady["overdue"].clone(), steady["transport"].clone()),
+        (json!(false), json!("drop")),
+        "{steady}"
+    );
+    // Its two current claims were observed long before this hour: on time, yet not refreshed.
+    assert_eq!(
+        steady["refreshed_within_cadence"],
+        json!({"items": 2, "refreshed": 0, "share": 0.0})
+    );
+    let pulled = by_id("acme-eu");
+    assert_eq!(pulled["transport"], "pull");
+    assert_eq!(
+        pulled["expected_cadence_minutes"],
+        Value::Null,
+        "no definition: no cadence"
+    );
+    assert_eq!(pulled["overdue"], false);
+    assert_eq!(
+        (&pulled["refresh"]["action"], &pulled["refresh"]["path"]),
+        (
+            &json!("start_pull_run"),
+            &json!("/v1/connectors/acme-eu/runs")
+        ),
+        "{pulled}"
+    );
+
+    overdue
+}
+
+async fn the_mcp_tool_names_it(stack: &local_stack::Stack, rest: &Value) {
+    let answer = mcp_tool(
+        &stack.base_url(),
+        LOCAL_READER,
+        "get_source_status",
+        json!({"connector": QUIET}),
+    )
+    .await;
+    let structured = &answer["structuredContent"]["sources"][0];
+    assert_eq!(
+        structured["overdue_since"], rest["overdue_since"],
+        "{answer}"
+    );
+    let text = answer["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!(
+            "{QUIET} (webhook): OVERDUE since {}",
+            rest["overdue_since"].as_str().unwrap()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("ask the supplier (last delivery received"),
+        "{text}"
+    );
+}
+
+/// The sweeper's pass judges the same, and its EMF line for the connector says so.
+async fn the_sweeper_publishes_it(stack: &local_stack::Stack, due: Timestamp) {
+    let store = stack.services.evidence.clone();
+    let corrections = CorrectionService::new(
+        store.clone(),
+        store.clone(),
+        store.clone(),
+        Arc::new(SystemClock),
+        Arc::new(NoFaults),
+    );
+    let now = Timestamp::now();
+    let report = handle_sweep_schedule(&store, &corrections, now)
+        .await
+        .expect("the sweep runs");
+    let quiet = report
+        .sources
+        .iter()
+        .find(|s| s.connector.as_str() == QUIET)
+        .expect("the quiet connector is judged");
+    assert!(quiet.overdue);
+    assert_eq!(quiet.overdue_since, Some(due));
+    let line = quiet.metrics().to_connector_emf(QUIET, now.unix_millis());
+    println!("EMF: {line}");
+    assert_eq!(line["Connector"], QUIET);
+    assert_eq!(line["Overdue"], 1.0);
+    assert!(
+        line["NewestDeliveryAgeSeconds"].as_f64().unwrap() > 60.0,
+        "{line}"
+    );
+    assert_eq!(
+        line["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+        json!([["Connector"]])
+    );
+    for id in ["lieferant-de", "acme-eu"] {
+        let other = report.sources.iter().find(|s| s.connector.as_str() == id);
+        assert!(other.is_none_or(|s| !s.overdue), "{id}: {other:?}");
+    }
+}
+
+/// An offers answer that asked no `max_age_seconds` still names the overdue source, with what
+/// would refresh it; the receipt, which leaves that out, still verifies.
+async fn the_offers_answer_names_it(stack: &local_stack::Stack, due: Timestamp) {
+    let url = format!("{}/v1/offers?item=LM358DR", stack.base_url());
+    let (status, answer) = call("GET", url, Some(LOCAL_READER), Value::Null).await;
+    assert_eq!(status, 200, "{answer}");
+    let late = &answer["overdue_sources"];
+    assert_eq!(late.as_array().map(Vec::len), Some(1), "{answer}");
+    assert_eq!(late[0]["connector"], QUIET);
+    assert_eq!(late[0]["overdue_since"], due.to_rfc3339().as_str());
+    assert_eq!(late[0]["refresh"]["action"], "ask_supplier");
+    assert!(
+        answer.get("freshness_gaps").is_none(),
+        "no maximum age was asked"
+    );
+    let check = format!(
+        "{}/v1/receipts/verify?item=LM358DR&as_of={}&digest={}",
+        stack.base_url(),
+        percent_encoded(answer["receipt"]["as_of"].as_str().unwrap()),
+        percent_encoded(answer["receipt"]["digest"].as_str().unwrap())
+    );
+    let (status, verified) = call("GET", check, Some(LOCAL_READER), Value::Null).await;
+    assert_eq!(
+        (status, &verified["matches"]),
+        (200, &json!(true)),
+        "{verified}"
+    );
+}
