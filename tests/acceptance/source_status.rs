@@ -298,3 +298,57 @@ async fn the_offers_answer_names_it(stack: &local_stack::Stack, due: Timestamp) 
         "{verified}"
     );
 }
+
+/// A note of an older delivery, settled late (another instance, a slow retry), never rolls the
+/// record back: the last received delivery and its outcome stay the newer one's, and only the
+/// older one's own outcome time moves, forward only.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_late_note_of_an_older_delivery_never_rolls_the_record_back() {
+    use feedsafe::domain::ids::{ConnectorId, SourceAccount, TenantId};
+    use feedsafe::domain::source_health::{DeliveryNote, Settled};
+    let env = spawn_env(true).await;
+    let at = |text: &str| Timestamp::parse(text).unwrap();
+    let note = |settled, key: &str, received: &str, settled_at: &str| DeliveryNote {
+        tenant: TenantId::parse("demo").unwrap(),
+        connector: ConnectorId::parse("acme-eu").unwrap(),
+        source_account: SourceAccount::parse("ACC-1").unwrap(),
+        settled,
+        delivery_key: key.to_owned(),
+        received_at: at(received),
+        settled_at: at(settled_at),
+    };
+    let store = &env.store;
+    let newer = note(
+        Settled::Committed,
+        "k2",
+        "2026-12-01T10:00:02Z",
+        "2026-12-01T10:00:03Z",
+    );
+    store.note_delivery(&newer).await.unwrap();
+    let late = note(
+        Settled::Replayed,
+        "k1",
+        "2026-12-01T10:00:01Z",
+        "2026-12-01T10:00:04Z",
+    );
+    store.note_delivery(&late).await.unwrap();
+    let older = note(
+        Settled::Replayed,
+        "k0",
+        "2026-12-01T10:00:00Z",
+        "2026-12-01T10:00:00Z",
+    );
+    store.note_delivery(&older).await.unwrap();
+
+    let demo = TenantId::parse("demo").unwrap();
+    let records = store.source_health_of(&demo).await.unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    let health = &records[0];
+    assert_eq!(health.last_received_at, Some(at("2026-12-01T10:00:02Z")));
+    assert_eq!(health.last_outcome, Some(Settled::Committed));
+    assert_eq!(health.last_delivery_key.as_deref(), Some("k2"));
+    assert_eq!(health.last_committed_at, Some(at("2026-12-01T10:00:03Z")));
+    assert_eq!(health.last_replayed_at, Some(at("2026-12-01T10:00:04Z")));
+    let other = TenantId::parse("other").unwrap();
+    assert!(store.source_health_of(&other).await.unwrap().is_empty());
+}
