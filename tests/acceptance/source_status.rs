@@ -352,3 +352,37 @@ async fn a_late_note_of_an_older_delivery_never_rolls_the_record_back() {
     let other = TenantId::parse("other").unwrap();
     assert!(store.source_health_of(&other).await.unwrap().is_empty());
 }
+
+/// A reader sees its own tenant's sources only; another tenant's connector is a 404, as an
+/// unknown one is.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_tenants_sources_are_neither_listed_nor_named() {
+    let env = spawn_env(true).await;
+    let other = "local-operator-other-sources-token";
+    let stack = spawn_stack_with_other_tenant(&env, other).await;
+    let url = format!("{}/v1/sources", stack.base_url());
+    let (status, own) = call("GET", url.clone(), Some(LOCAL_READER), Value::Null).await;
+    assert_eq!(status, 200, "{own}");
+    assert!(
+        own["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["connector"] == "acme-eu"),
+        "{own}"
+    );
+    let (status, theirs) = call("GET", url.clone(), Some(other), Value::Null).await;
+    assert_eq!((status, &theirs["sources"]), (200, &json!([])), "{theirs}");
+    let (status, named) = call(
+        "GET",
+        format!("{url}?connector=acme-eu"),
+        Some(other),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        (status, named["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "{named}"
+    );
+}
