@@ -155,13 +155,6 @@ impl IngestService {
         }
     }
 
-    /// The same service, noting every settled delivery in its source's health (no coalescing
-    /// window): for tests that read the health record right after a delivery.
-    pub fn noting_every_delivery(mut self) -> Self {
-        self.health = Arc::new(health::HealthNotes::new(0));
-        self
-    }
-
     fn crash_point(&self, point: CrashPoint) -> Result<(), IngestError> {
         if self.faults.crash_at(point) {
             return Err(IngestError::InjectedCrash(point));
