@@ -1,8 +1,10 @@
 //! Source health through the running local stack (docs/architecture.md, "Source health"): a
 //! webhook connector expected every minute settles deliveries each way (committed, replayed,
-//! quarantined, refused), each read back from `GET /v1/sources` as it happens; once a minute
-//! passes without a commit it is named overdue with `overdue_since`, by the REST route, the MCP
-//! tool and the sweeper's per-connector metrics, while the other connectors are not.
+//! quarantined, refused), each read back from `GET /v1/sources` as it happens; asked two minutes
+//! after its commit (the instant the query and sweeper handlers are given, as the HTTP server
+//! and the schedule give them the wall clock's) it is named overdue with `overdue_since` by the
+//! sources route, the offers read and the sweeper's per-connector metrics, and the others are
+//! not.
 
 use acceptance::load::post_signed_webhook;
 use acceptance::*;
@@ -120,15 +122,16 @@ async fn a_quiet_source_is_named_overdue_and_the_others_are_not() {
         status_of(&stack, "lieferant-de").await["last_committed_at"].is_string()
     })
     .await;
-    // Nothing commits for the quiet connector for more than its minute.
+    // Nothing commits for the quiet connector for more than its minute: the routes, the offers
+    // read and the sweeper are asked as of two minutes after its commit, through the same
+    // handlers the HTTP server and the sweeper's schedule call with the wall clock.
     let due = committed_at.plus_seconds(60);
-    let wait = due.seconds_since(Timestamp::now()).max(0) as u64 + 2;
-    tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
-
-    let overdue = the_list_names_it_alone(&stack, due).await;
-    the_offers_answer_names_it(&stack, due).await;
-    the_mcp_tool_names_it(&stack, &overdue).await;
-    the_sweeper_publishes_it(&stack, due).await;
+    let later = committed_at.plus_seconds(120);
+    let overdue = the_list_names_it_alone(&stack, due, later).await;
+    the_offers_answer_names_it(&stack, due, later).await;
+    the_mcp_tool_says_how_it_stands(&stack).await;
+    the_sweeper_publishes_it(&stack, due, later).await;
+    assert_eq!(overdue["connector"], QUIET);
     let (status, refused) = call(
         "GET",
         format!("{}/v1/sources?connector=nobody", stack.base_url()),
@@ -145,8 +148,12 @@ async fn a_quiet_source_is_named_overdue_and_the_others_are_not() {
 /// `GET /v1/sources`: the quiet connector overdue since its commit plus a minute; the German
 /// drop (an hour's cadence) on time though none of its claims is recent; the pull configured
 /// before definitions without a cadence, never overdue. Answers the quiet connector's status.
-async fn the_list_names_it_alone(stack: &local_stack::Stack, due: Timestamp) -> Value {
-    let all = sources(stack, "").await;
+async fn the_list_names_it_alone(
+    stack: &local_stack::Stack,
+    due: Timestamp,
+    later: Timestamp,
+) -> Value {
+    let all = read_at(stack, "/v1/sources", &[], later).await;
     let by_id = |id: &str| {
         all["sources"]
             .as_array()
@@ -204,7 +211,9 @@ async fn the_list_names_it_alone(stack: &local_stack::Stack, due: Timestamp) -> 
     overdue
 }
 
-async fn the_mcp_tool_names_it(stack: &local_stack::Stack, rest: &Value) {
+/// The MCP tool, asked now: the quiet source with its cadence, not overdue yet, and what
+/// would refresh it (the overdue line is `mcp::summaries`' unit test's).
+async fn the_mcp_tool_says_how_it_stands(stack: &local_stack::Stack) {
     let answer = mcp_tool(
         &stack.base_url(),
         LOCAL_READER,
@@ -213,15 +222,12 @@ async fn the_mcp_tool_names_it(stack: &local_stack::Stack, rest: &Value) {
     )
     .await;
     let structured = &answer["structuredContent"]["sources"][0];
-    assert_eq!(
-        structured["overdue_since"], rest["overdue_since"],
-        "{answer}"
-    );
+    assert_eq!(structured["connector"], QUIET, "{answer}");
+    assert_eq!(structured["expected_cadence_minutes"], 1, "{answer}");
     let text = answer["content"][0]["text"].as_str().unwrap();
     assert!(
         text.contains(&format!(
-            "{QUIET} (webhook): OVERDUE since {}",
-            rest["overdue_since"].as_str().unwrap()
+            "{QUIET} (webhook): on time (expected every 1 min); last committed"
         )),
         "{text}"
     );
@@ -232,7 +238,7 @@ async fn the_mcp_tool_names_it(stack: &local_stack::Stack, rest: &Value) {
 }
 
 /// The sweeper's pass judges the same, and its EMF line for the connector says so.
-async fn the_sweeper_publishes_it(stack: &local_stack::Stack, due: Timestamp) {
+async fn the_sweeper_publishes_it(stack: &local_stack::Stack, due: Timestamp, later: Timestamp) {
     let store = stack.services.evidence.clone();
     let corrections = CorrectionService::new(
         store.clone(),
@@ -241,7 +247,7 @@ async fn the_sweeper_publishes_it(stack: &local_stack::Stack, due: Timestamp) {
         Arc::new(SystemClock),
         Arc::new(NoFaults),
     );
-    let now = Timestamp::now();
+    let now = later;
     let report = handle_sweep_schedule(&store, &corrections, now)
         .await
         .expect("the sweep runs");
@@ -272,10 +278,8 @@ async fn the_sweeper_publishes_it(stack: &local_stack::Stack, due: Timestamp) {
 
 /// An offers answer that asked no `max_age_seconds` still names the overdue source, with what
 /// would refresh it; the receipt, which leaves that out, still verifies.
-async fn the_offers_answer_names_it(stack: &local_stack::Stack, due: Timestamp) {
-    let url = format!("{}/v1/offers?item=LM358DR", stack.base_url());
-    let (status, answer) = call("GET", url, Some(LOCAL_READER), Value::Null).await;
-    assert_eq!(status, 200, "{answer}");
+async fn the_offers_answer_names_it(stack: &local_stack::Stack, due: Timestamp, later: Timestamp) {
+    let answer = read_at(stack, "/v1/offers", &[("item", "LM358DR")], later).await;
     let late = &answer["overdue_sources"];
     assert_eq!(late.as_array().map(Vec::len), Some(1), "{answer}");
     assert_eq!(late[0]["connector"], QUIET);
@@ -285,18 +289,44 @@ async fn the_offers_answer_names_it(stack: &local_stack::Stack, due: Timestamp) 
         answer.get("freshness_gaps").is_none(),
         "no maximum age was asked"
     );
-    let check = format!(
-        "{}/v1/receipts/verify?item=LM358DR&as_of={}&digest={}",
-        stack.base_url(),
-        percent_encoded(answer["receipt"]["as_of"].as_str().unwrap()),
-        percent_encoded(answer["receipt"]["digest"].as_str().unwrap())
-    );
-    let (status, verified) = call("GET", check, Some(LOCAL_READER), Value::Null).await;
-    assert_eq!(
-        (status, &verified["matches"]),
-        (200, &json!(true)),
-        "{verified}"
-    );
+    let receipt = &answer["receipt"];
+    let check = [
+        ("item", "LM358DR"),
+        ("as_of", receipt["as_of"].as_str().unwrap()),
+        ("digest", receipt["digest"].as_str().unwrap()),
+    ];
+    let verified = read_at(stack, "/v1/receipts/verify", &check, later.plus_seconds(1)).await;
+    assert_eq!(verified["matches"], true, "{verified}");
+    // Asked now, through the HTTP server, the quiet source is not overdue yet.
+    let url = format!("{}/v1/offers?item=LM358DR", stack.base_url());
+    let (status, now) = call("GET", url, Some(LOCAL_READER), Value::Null).await;
+    assert_eq!(status, 200, "{now}");
+    assert!(now.get("overdue_sources").is_none(), "{now}");
+}
+
+/// The read route `path` with `query`, as the query function's handler answers it at `at`.
+async fn read_at(
+    stack: &local_stack::Stack,
+    path: &str,
+    query: &[(&str, &str)],
+    at: Timestamp,
+) -> Value {
+    let request = feedsafe::protocols::http::HttpRequest {
+        method: "GET".into(),
+        path: path.into(),
+        query: query
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        principal: Some(feedsafe::protocols::query::Principal {
+            tenant: feedsafe::domain::ids::TenantId::parse("demo").unwrap(),
+            scopes: vec!["offers:read".into()],
+            subject: None,
+        }),
+    };
+    let answer = feedsafe::protocols::http::handle_read(&stack.services.query, request, at).await;
+    assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+    serde_json::from_str(&answer.body).unwrap()
 }
 
 /// A note of an older delivery, settled late (another instance, a slow retry), never rolls the

@@ -313,3 +313,87 @@ fn refresh_of(refresh: &SourceRefresh) -> String {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ids::{ConnectorId, SourceAccount};
+    use crate::domain::source_health::{RefreshedShare, Settled};
+    use crate::protocols::query::sources::{LastSettled, QuarantineState, SourceStatus};
+
+    fn at(text: &str) -> Timestamp {
+        Timestamp::parse(text).unwrap()
+    }
+
+    fn status(transport: &'static str, refresh: SourceRefresh) -> SourceStatus {
+        SourceStatus {
+            connector: ConnectorId::parse("acme-eu").unwrap(),
+            source_account: SourceAccount::parse("ACC-1").unwrap(),
+            transport,
+            expected_cadence_minutes: Some(60),
+            last_received_at: Some(at("2026-12-01T09:59:00Z")),
+            last_outcome: Some(Settled::Refused),
+            last_committed_at: Some(at("2026-12-01T09:00:00Z")),
+            last_settled: LastSettled {
+                committed: Some(at("2026-12-01T09:00:00Z")),
+                replayed: None,
+                quarantined: None,
+                refused: Some(at("2026-12-01T09:59:00Z")),
+            },
+            overdue: true,
+            overdue_since: Some(at("2026-12-01T10:00:00Z")),
+            refreshed_within_cadence: RefreshedShare {
+                items: 4,
+                refreshed: 1,
+                share: Some(0.25),
+            },
+            source_quarantine: QuarantineState {
+                active: true,
+                since: Some(at("2026-12-01T09:30:00Z")),
+            },
+            last_run: None,
+            run_in_flight: false,
+            next_scheduled_pull: None,
+            refresh,
+        }
+    }
+
+    #[test]
+    fn an_overdue_source_is_one_line_an_agent_can_quote() {
+        let pull = SourceRefresh::StartPullRun {
+            method: "POST",
+            path: "/v1/connectors/acme-eu/runs".into(),
+            requires_scope: "ops:write",
+            run_in_flight: None,
+            next_scheduled_pull: Some(at("2026-12-01T11:00:00Z")),
+        };
+        let body = SourcesResponse {
+            as_of: at("2026-12-01T10:30:00Z"),
+            sources: vec![status("pull", pull)],
+        };
+        assert_eq!(
+            sources_summary(&body),
+            [
+                "1 sources as of 2026-12-01T10:30:00Z:",
+                "- acme-eu (pull): OVERDUE since 2026-12-01T10:00:00Z; last committed \
+                 2026-12-01T09:00:00Z, last delivery refused; 1 of 4 items refreshed within \
+                 the cadence; SOURCE QUARANTINED; refresh: an operator's POST \
+                 /v1/connectors/acme-eu/runs, next scheduled pull 2026-12-01T11:00:00Z"
+            ]
+        );
+        let push = SourceRefresh::AskSupplier {
+            detail: "only the supplier can send".into(),
+            last_delivery_at: Some(at("2026-12-01T09:59:00Z")),
+        };
+        let line = &sources_summary(&SourcesResponse {
+            as_of: at("2026-12-01T10:30:00Z"),
+            sources: vec![status("webhook", push)],
+        })[1];
+        assert!(
+            line.ends_with(
+                "refresh: ask the supplier (last delivery received 2026-12-01T09:59:00Z)"
+            ),
+            "{line}"
+        );
+    }
+}
