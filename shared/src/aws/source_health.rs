@@ -2,12 +2,12 @@
 //! per connector (docs/item-schema.md). Ingest notes how each delivery settled, the poller notes
 //! each run it starts, and the definition write notes when the connector was registered, its
 //! transport and its cadence (so that the offers read judges overdue sources from this record
-//! alone). Every
-//! note moves a time forward only (a condition on the stored time), so a late note of an older
-//! delivery never rolls the record back. One partition key holds every connector's record: the
-//! notes are coalesced per ingest instance (`protocols::ingest::health`), and DynamoDB splits a
-//! busy partition by sort key, so one query lists a tenant's sources and the sweeper's pass
-//! reads them all.
+//! alone). Every note moves a time forward only (a condition on the stored time), so a late
+//! note of an older delivery never rolls the record back. One partition key holds every
+//! connector's record: the notes are coalesced per ingest instance
+//! (`protocols::ingest::health`), and DynamoDB splits a busy partition by sort key, so one
+//! query lists a tenant's sources and the sweeper's pass reads them all. Tenant and connector
+//! ids are slugs (no `#`), so the sort key splits back into both.
 
 use super::dynamo::{build_error, conditional, n, s, unavailable, DynamoEvidenceStore, Item};
 use crate::domain::connector::ConnectorConfig;
