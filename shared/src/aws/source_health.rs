@@ -187,7 +187,15 @@ impl DynamoEvidenceStore {
                 .send()
                 .await
                 .map_err(unavailable("query source health"))?;
-            out.extend(page.items().iter().filter_map(decode_health));
+            for item in page.items() {
+                match decode_health(item) {
+                    Some(health) => out.push(health),
+                    None => tracing::error!(
+                        sk = ?item.get("sk"),
+                        "a source health record does not decode; left out"
+                    ),
+                }
+            }
             match page.last_evaluated_key {
                 Some(key) => start = Some(key),
                 None => return Ok(out),
@@ -219,7 +227,8 @@ impl DynamoEvidenceStore {
     }
 }
 
-/// A stored health record; one that does not decode (a key written by hand) is skipped.
+/// A stored health record; `None` for one that does not decode (a key written by hand), which
+/// the listing logs and leaves out.
 fn decode_health(item: &Item) -> Option<SourceHealth> {
     let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
     let time = |name: &str| text(name).and_then(|t| Timestamp::parse(&t).ok());
