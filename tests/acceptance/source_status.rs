@@ -416,3 +416,133 @@ async fn another_tenants_sources_are_neither_listed_nor_named() {
         "{named}"
     );
 }
+
+/// A health note is a summary, never a gate: when its write fails the delivery still commits
+/// and is acknowledged, the record stays as it was, and the next delivery's note brings it up
+/// to date (docs/crash-points.md, ingest row 14).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_health_note_that_fails_does_not_decide_the_delivery() {
+    use feedsafe::protocols::ingest::{IngestOutcome, IngestService};
+    use feedsafe::protocols::ports::{NoFaults, SystemClock};
+    let env = spawn_env(true).await;
+    let acme = acme_eu();
+    env.seed(&acme).await;
+    let failing = IngestService::new(
+        ChunkSeam::failing_health_notes(env.store.clone()),
+        env.artifacts.clone(),
+        env.store.clone(),
+        Arc::new(SystemClock),
+        Arc::new(NoFaults),
+    );
+    let first = export_page(
+        "EXP-N1",
+        1,
+        1,
+        vec![offer("AX-440-R2", 5, "820.00", "2026-11-29T08:00:00Z")],
+    );
+    let outcome = failing
+        .ingest_message(&page_envelope(&acme, "EXP-N1", 1, 1, &first))
+        .await
+        .expect("settled although its note failed");
+    assert!(
+        matches!(outcome, IngestOutcome::Committed(_)),
+        "{outcome:?}"
+    );
+    let health = env.store.source_health_of(&acme.tenant).await.unwrap();
+    assert!(health.is_empty(), "nothing noted: {health:?}");
+
+    let second = export_page(
+        "EXP-N2",
+        1,
+        1,
+        vec![offer("AX-440-R2", 6, "820.00", "2026-11-29T09:00:00Z")],
+    );
+    let outcome = env
+        .service()
+        .ingest_message(&page_envelope(&acme, "EXP-N2", 1, 1, &second))
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, IngestOutcome::Committed(_)),
+        "{outcome:?}"
+    );
+    let health = env.store.source_health_of(&acme.tenant).await.unwrap();
+    assert_eq!(health.len(), 1, "{health:?}");
+    assert_eq!(
+        health[0].last_outcome,
+        Some(feedsafe::domain::source_health::Settled::Committed)
+    );
+    assert!(
+        health[0]
+            .last_delivery_key
+            .as_deref()
+            .is_some_and(|k| k.contains("EXP-N2")),
+        "{health:?}"
+    );
+}
+
+/// `?connector=` is the caller's text: empty, a kilobyte long, control characters, quotes,
+/// non-ASCII or another tenant's id, it is a clean 404 naming what was asked, never a 500.
+#[tokio::test(flavor = "multi_thread")]
+async fn any_connector_asked_about_is_a_clean_answer() {
+    let env = spawn_env(true).await;
+    let stack = spawn_stack(&env, None).await;
+    let long = "a".repeat(1024);
+    for asked in [
+        "",
+        " ",
+        "ACME-EU",
+        "acme-eu ",
+        "a\u{0}b",
+        "\"quoted\"",
+        "caf\u{e9}",
+        "%00",
+        long.as_str(),
+    ] {
+        let answer = read_status(&stack, asked).await;
+        assert_eq!(answer.0, 404, "{asked:?}: {}", answer.1);
+        let body: Value = serde_json::from_str(&answer.1).expect("a JSON error");
+        assert_eq!(body["error"]["code"], "not_found", "{asked:?}");
+    }
+    assert_eq!(read_status(&stack, "acme-eu").await.0, 200);
+    let refused = mcp_tool_error(&stack, json!({"connector": 7})).await;
+    assert!(
+        refused.contains("connector must be a non-empty string"),
+        "{refused}"
+    );
+}
+
+async fn read_status(stack: &local_stack::Stack, connector: &str) -> (u16, String) {
+    let request = feedsafe::protocols::http::HttpRequest {
+        method: "GET".into(),
+        path: "/v1/sources".into(),
+        query: [("connector".to_owned(), connector.to_owned())]
+            .into_iter()
+            .collect(),
+        principal: Some(feedsafe::protocols::query::Principal {
+            tenant: feedsafe::domain::ids::TenantId::parse("demo").unwrap(),
+            scopes: vec!["offers:read".into()],
+            subject: None,
+        }),
+    };
+    let answer =
+        feedsafe::protocols::http::handle_read(&stack.services.query, request, Timestamp::now())
+            .await;
+    (answer.status, answer.body)
+}
+
+/// The text of a `get_source_status` call refused as an error result.
+async fn mcp_tool_error(stack: &local_stack::Stack, arguments: Value) -> String {
+    let answer = mcp_tool(
+        &stack.base_url(),
+        LOCAL_READER,
+        "get_source_status",
+        arguments,
+    )
+    .await;
+    assert_eq!(answer["isError"], true, "{answer}");
+    answer["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}

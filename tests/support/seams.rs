@@ -32,8 +32,8 @@ impl Faults for CrashOnce {
     }
 }
 
-/// An evidence store that fails one staged write once, as the engine or the network would;
-/// everything else is the real store. A test seam through the `EvidenceStore` port.
+/// An evidence store that fails one staged write once, or every source-health note, as the
+/// engine or the network would; everything else is the real store. A test seam through the `EvidenceStore` port.
 pub struct ChunkSeam {
     pub inner: Arc<DynamoEvidenceStore>,
     fault: ChunkFault,
@@ -52,6 +52,8 @@ enum ChunkFault {
         first: feedsafe::domain::ids::ObservationId,
         others: usize,
     },
+    /// Every source-health note fails `Unavailable`, as the engine or the network would.
+    HealthNotesFail,
 }
 
 impl ChunkSeam {
@@ -65,6 +67,10 @@ impl ChunkSeam {
         others: usize,
     ) -> Arc<Self> {
         Self::new(inner, ChunkFault::LostChunk { first, others })
+    }
+
+    pub fn failing_health_notes(inner: Arc<DynamoEvidenceStore>) -> Arc<Self> {
+        Self::new(inner, ChunkFault::HealthNotesFail)
     }
 
     fn new(inner: Arc<DynamoEvidenceStore>, fault: ChunkFault) -> Arc<Self> {
@@ -178,6 +184,11 @@ impl feedsafe::protocols::ports::EvidenceStore for ChunkSeam {
         &self,
         note: &feedsafe::domain::source_health::DeliveryNote,
     ) -> Result<(), feedsafe::protocols::ports::StoreError> {
+        if let ChunkFault::HealthNotesFail = self.fault {
+            return Err(feedsafe::protocols::ports::StoreError::Unavailable(
+                anyhow::anyhow!("injected: the health note's request failed"),
+            ));
+        }
         feedsafe::protocols::ports::EvidenceStore::note_delivery(self.inner.as_ref(), note).await
     }
 }
