@@ -6,17 +6,13 @@
 
 use acceptance::*;
 use feedsafe::domain::timestamp::Timestamp;
-use local_stack::{sample_connectors, Stack};
+use local_stack::Stack;
 use serde_json::{json, Value};
 
 const VERIFIER: &str = "local-verifier-demo-token";
 
 fn acme(stack: &Stack) -> feedsafe::domain::connector::ConnectorConfig {
-    sample_connectors(&stack.supplier)
-        .unwrap()
-        .into_iter()
-        .find(|c| c.connector.as_str() == "acme-eu")
-        .unwrap()
+    sample_connector(stack, "acme-eu")
 }
 
 fn page(export: &str, sku: &str, quantity: i64, observed_at: &str) -> Vec<u8> {

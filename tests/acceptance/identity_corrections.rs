@@ -6,7 +6,7 @@ use acceptance::*;
 use feedsafe::domain::connector::ConnectorConfig;
 use feedsafe::protocols::ports::{CrashPoint, SystemClock};
 use feedsafe::protocols::projection::ProjectionStore;
-use local_stack::{sample_connectors, Stack};
+use local_stack::Stack;
 use serde_json::{json, Value};
 
 const READER: &str = "local-reader-demo-token";
@@ -14,11 +14,7 @@ const OPERATOR: &str = "local-operator-demo-token";
 
 /// The demo tenant's pull connector, as the stack seeded it.
 fn demo_acme(stack: &Stack) -> ConnectorConfig {
-    sample_connectors(&stack.supplier)
-        .unwrap()
-        .into_iter()
-        .find(|c| c.connector.as_str() == "acme-eu")
-        .unwrap()
+    sample_connector(stack, "acme-eu")
 }
 
 async fn offers(stack: &Stack, item: &str) -> Value {

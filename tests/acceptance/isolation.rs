@@ -112,6 +112,9 @@ impl ProjectionStore for PanicsFor {
     ) -> Result<Vec<ProjectedOffer>, StoreError> {
         self.inner.offers(tenant, item).await
     }
+    fn held_claims(&self) -> &dyn feedsafe::protocols::projection::HeldClaims {
+        self.inner.as_ref()
+    }
     async fn items_of_source(&self, source: &SourceRef) -> Result<Vec<String>, StoreError> {
         self.inner.items_of_source(source).await
     }

@@ -12,6 +12,7 @@ mod crash_matrix;
 mod crash_points;
 mod entry_points;
 mod hardening;
+mod held_claims;
 mod identity_corrections;
 mod ingest;
 mod input_range;

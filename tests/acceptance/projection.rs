@@ -1,7 +1,7 @@
 //! The current projection and the read path, through the real DynamoDB stream.
 
 use acceptance::*;
-use feedsafe::domain::connector::Publication;
+use feedsafe::domain::connector::{ConnectorConfig, Publication};
 use feedsafe::domain::envelope::{DeliveryEnvelope, RunPage};
 use feedsafe::domain::ids::{RunId, SourceAccount};
 use feedsafe::domain::item::CanonicalItem;
@@ -100,13 +100,8 @@ async fn late_backfill_is_kept_in_history_and_never_moves_the_current_offer_back
     );
 }
 
-async fn partial_run(publication: Publication) {
-    let env = spawn_env(true).await;
-    let config = connector("acme-eu", "ACC-1", publication);
-    env.seed(&config).await;
-    let (service, projector, query) = (env.service(), env.projector(), env.query());
-    let mut stream = env.stream().await;
-    let run_id = RunId::parse("run-acme-eu.EXP-7000").unwrap();
+/// The run of export EXP-7000, three pages, started as the poller starts it.
+async fn start_run(env: &TestEnv, config: &ConnectorConfig, run_id: &RunId) {
     let started = Timestamp::now();
     env.store
         .start_run(&Run {
@@ -126,40 +121,36 @@ async fn partial_run(publication: Publication) {
         })
         .await
         .unwrap();
-    let page = |n: u32, sku: &str| {
-        let body = export_page(
-            "EXP-7000",
-            n,
-            3,
-            vec![offer(sku, i64::from(n), "10.00", "2026-11-29T08:00:00Z")],
-        );
-        let key = delivery_key(&config, &format!("EXP-7000/{n}"));
-        let run = RunPage {
-            run_id: run_id.clone(),
-            page: n,
-            page_count: Some(3),
-        };
-        DeliveryEnvelope::inline(
-            &key,
-            "export_page",
-            Timestamp::now(),
-            "application/json",
-            Some(run),
-            &body,
-        )
-        .to_json()
-        .into_bytes()
+}
+
+/// Page `n` of EXP-7000 (one claim about `sku`), as the poller enqueues it.
+fn run_page(config: &ConnectorConfig, run_id: &RunId, n: u32, sku: &str) -> Vec<u8> {
+    let body = export_page(
+        "EXP-7000",
+        n,
+        3,
+        vec![offer(sku, i64::from(n), "10.00", "2026-11-29T08:00:00Z")],
+    );
+    let key = delivery_key(config, &format!("EXP-7000/{n}"));
+    let run = RunPage {
+        run_id: run_id.clone(),
+        page: n,
+        page_count: Some(3),
     };
-    // Pages 1 and 2 commit.
-    env.send("IngestQueue", &page(1, "P-1")).await;
-    env.send("IngestQueue", &page(2, "P-2")).await;
-    let mut handled = 0;
-    while handled < 2 {
-        let (received, failed) = env.pump_once("IngestQueue", &service, 1).await;
-        assert_eq!(failed, 0);
-        handled += received;
-    }
-    // Page 3 keeps failing (its archive write fails) until the queue dead-letters it.
+    DeliveryEnvelope::inline(
+        &key,
+        "export_page",
+        Timestamp::now(),
+        "application/json",
+        Some(run),
+        &body,
+    )
+    .to_json()
+    .into_bytes()
+}
+
+/// Page 3 keeps failing (its archive write fails) until the queue dead-letters it.
+async fn dead_letter(env: &TestEnv, page: &[u8]) {
     let (dynamodb, _) = engine_endpoints();
     let broken = feedsafe::aws::AwsClients::local(&dynamodb, "http://127.0.0.1:9");
     let failing_archive = IngestService::new(
@@ -172,7 +163,7 @@ async fn partial_run(publication: Publication) {
         Arc::new(feedsafe::protocols::ports::SystemClock),
         Arc::new(feedsafe::protocols::ports::NoFaults),
     );
-    env.send("IngestQueue", &page(3, "P-3")).await;
+    env.send("IngestQueue", page).await;
     for _ in 0..60 {
         env.pump_once("IngestQueue", &failing_archive, 1).await;
         if env.queue_depth("IngestDLQ").await.0 == 1 {
@@ -186,9 +177,45 @@ async fn partial_run(publication: Publication) {
         1,
         "page 3 is in the DLQ"
     );
-    env.drain(&mut stream, &projector).await;
+}
 
-    // The deadline passes: the sweeper names page 3 as missing.
+/// Pumps the ingest queue until `count` messages were handled, none failing.
+async fn ingested(env: &TestEnv, service: &IngestService, count: usize) {
+    let mut handled = 0;
+    while handled < count {
+        let (received, failed) = env.pump_once("IngestQueue", service, 1).await;
+        assert_eq!(failed, 0);
+        handled += received;
+    }
+}
+
+/// Moves every message of the DLQ back to the ingest queue.
+async fn redrive(env: &TestEnv) {
+    let dlq = env.resources.queue("IngestDLQ").unwrap().url.clone();
+    let moved = env
+        .clients
+        .sqs
+        .receive_message()
+        .queue_url(&dlq)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    for m in moved.messages.unwrap_or_default() {
+        env.send("IngestQueue", m.body().unwrap().as_bytes()).await;
+        env.clients
+            .sqs
+            .delete_message()
+            .queue_url(&dlq)
+            .receipt_handle(m.receipt_handle().unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+/// The deadline passes: the sweeper names page 3 as missing.
+async fn swept_incomplete(env: &TestEnv, run_id: &RunId) {
     let swept = env
         .store
         .sweep_runs(Timestamp::now().plus_seconds(5))
@@ -202,7 +229,25 @@ async fn partial_run(publication: Publication) {
         run.credential_ref.as_deref(),
         Some("secret:acme-eu/export-token")
     );
+}
 
+async fn partial_run(publication: Publication) {
+    let env = spawn_env(true).await;
+    let config = connector("acme-eu", "ACC-1", publication);
+    env.seed(&config).await;
+    let (service, projector, query) = (env.service(), env.projector(), env.query());
+    let mut stream = env.stream().await;
+    let run_id = RunId::parse("run-acme-eu.EXP-7000").unwrap();
+    start_run(&env, &config, &run_id).await;
+    // Pages 1 and 2 commit; page 3 is dead-lettered.
+    env.send("IngestQueue", &run_page(&config, &run_id, 1, "P-1"))
+        .await;
+    env.send("IngestQueue", &run_page(&config, &run_id, 2, "P-2"))
+        .await;
+    ingested(&env, &service, 2).await;
+    dead_letter(&env, &run_page(&config, &run_id, 3, "P-3")).await;
+    env.drain(&mut stream, &projector).await;
+    swept_incomplete(&env, &run_id).await;
     let now = Timestamp::now();
     let visible = |sku: &'static str| {
         let query = query.clone();
@@ -226,6 +271,14 @@ async fn partial_run(publication: Publication) {
                 .len()
         }
     };
+    let excluded = |sku: &'static str| {
+        let query = query.clone();
+        let principal = env.reader();
+        async move {
+            let answer = query.offers(&principal, sku, None, now).await.unwrap();
+            serde_json::to_value(answer).unwrap()["excluded_sources"].clone()
+        }
+    };
     match publication {
         Publication::PerPage => {
             assert!(
@@ -233,6 +286,7 @@ async fn partial_run(publication: Publication) {
                 "per_page shows pages 1-2"
             );
             assert_eq!(history_len("P-1").await, 1);
+            assert!(excluded("P-1").await.is_null());
         }
         Publication::OnRunComplete => {
             assert!(
@@ -240,32 +294,13 @@ async fn partial_run(publication: Publication) {
                 "on_run_complete shows nothing yet"
             );
             assert_eq!(history_len("P-1").await, 0, "not in history either");
+            the_unpublished_run_is_named(&env, &query, &run_id, now).await;
         }
     }
     assert!(!visible("P-3").await);
 
     // Redrive page 3 from the DLQ; now it commits, the run completes, everything is visible.
-    let dlq = env.resources.queue("IngestDLQ").unwrap().url.clone();
-    let moved = env
-        .clients
-        .sqs
-        .receive_message()
-        .queue_url(&dlq)
-        .max_number_of_messages(10)
-        .send()
-        .await
-        .unwrap();
-    for m in moved.messages.unwrap_or_default() {
-        env.send("IngestQueue", m.body().unwrap().as_bytes()).await;
-        env.clients
-            .sqs
-            .delete_message()
-            .queue_url(&dlq)
-            .receipt_handle(m.receipt_handle().unwrap())
-            .send()
-            .await
-            .unwrap();
-    }
+    redrive(&env).await;
     let (received, failed) = env.pump_once("IngestQueue", &service, 1).await;
     assert_eq!((received, failed), (1, 0));
     env.drain(&mut stream, &projector).await;
@@ -273,6 +308,42 @@ async fn partial_run(publication: Publication) {
     assert_eq!(run.status, Some(RunStatus::Complete));
     assert!(run.missing_pages.is_empty());
     assert!(visible("P-1").await && visible("P-2").await && visible("P-3").await);
+    assert!(excluded("P-1").await.is_null(), "published: an offer now");
+}
+
+/// An `on_run_complete` source whose run is not published is named in the offers answer with
+/// its run, not left out in silence; the answer as of that instant is the same.
+async fn the_unpublished_run_is_named(
+    env: &TestEnv,
+    query: &feedsafe::protocols::query::QueryService,
+    run_id: &RunId,
+    now: Timestamp,
+) {
+    let live = query.offers(&env.reader(), "P-1", None, now).await.unwrap();
+    let excluded = serde_json::to_value(&live.excluded_sources).unwrap();
+    assert_eq!(excluded.as_array().map(Vec::len), Some(1), "{excluded}");
+    assert_eq!(
+        (
+            &excluded[0]["connector"],
+            &excluded[0]["reason"],
+            &excluded[0]["run_id"]
+        ),
+        (
+            &serde_json::json!("acme-eu"),
+            &serde_json::json!("run_unpublished"),
+            &serde_json::json!(run_id.as_str())
+        )
+    );
+    let asked = feedsafe::protocols::query::OffersAsked {
+        max_age_seconds: None,
+        quantity: None,
+        as_of: Some(now),
+    };
+    let then = query
+        .offers_as_asked(&env.reader(), "P-1", &asked, now)
+        .await
+        .unwrap();
+    assert_eq!(then.digest(), live.digest(), "as of that instant, the same");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -194,6 +194,10 @@ impl feedsafe::protocols::projection::ProjectionStore for RecordingProjection {
         self.inner.offers(tenant, item).await
     }
 
+    fn held_claims(&self) -> &dyn feedsafe::protocols::projection::HeldClaims {
+        self.inner.as_ref()
+    }
+
     async fn items_of_source(
         &self,
         source: &feedsafe::domain::model::SourceRef,

@@ -17,6 +17,18 @@ pub async fn spawn_stack(
     .await
 }
 
+/// The stack's sample connector `id` (`acme-eu`, `beta-eu`, ...), as seeded.
+pub fn sample_connector(
+    stack: &local_stack::Stack,
+    id: &str,
+) -> feedsafe::domain::connector::ConnectorConfig {
+    local_stack::sample_connectors(&stack.supplier)
+        .unwrap()
+        .into_iter()
+        .find(|c| c.connector.as_str() == id)
+        .unwrap_or_else(|| panic!("no sample connector {id}"))
+}
+
 /// The local sample tokens (`infra/local/tokens.json`): a reader and an operator of `demo`.
 pub const LOCAL_READER: &str = "local-reader-demo-token";
 pub const LOCAL_OPERATOR: &str = "local-operator-demo-token";

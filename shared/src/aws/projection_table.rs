@@ -4,6 +4,11 @@
 //! |---|---|---|---|
 //! | `ITEM#{tenant}#{item}` | `SRC#{connector}#{source_account}` | `SRC#{tenant}#{connector}#{source_account}#{shard}`, sk `item` | `PART#{tenant}#{part number}`, sk `item` |
 //!
+//! Beside the rows, under the same item partition, a source's newest held claim (a claim
+//! from the future, or one in a run not yet published): sort key `HELD#{connector}#{source_account}`,
+//! without index keys, so neither index sees it. The offers read gets rows and held claims in
+//! its one query; every other reader asks for rows only (`begins_with(sk, "SRC#")`).
+//!
 //! The index is written once per row write, so one source's rows are spread over
 //! [`SOURCE_SHARDS`] index partitions (by a hash of the item) and its only reader,
 //! `items_of_source`, queries them all: a supplier sending a third of a 5,000-deliveries-a-second
@@ -17,7 +22,9 @@ use crate::domain::item::CanonicalItem;
 use crate::domain::model::SourceRef;
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::StoreError;
-use crate::protocols::projection::{ProjectedOffer, ProjectionKey, ProjectionStore};
+use crate::protocols::projection::{
+    HeldClaim, HeldClaims, ProjectedOffer, ProjectionKey, ProjectionStore,
+};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use futures_util::StreamExt;
@@ -35,6 +42,11 @@ pub fn row_pk(tenant: &str, item: &str) -> String {
 /// Sort key of one source's row under its item.
 pub fn row_sk(source: &SourceRef) -> String {
     format!("SRC#{}#{}", source.connector, source.source_account)
+}
+
+/// Sort key of one source's held claim under its item.
+pub fn held_sk(source: &SourceRef) -> String {
+    format!("HELD#{}#{}", source.connector, source.source_account)
 }
 
 /// How many `by_source` index partitions one source's rows are spread over.
@@ -125,6 +137,45 @@ impl DynamoProjectionStore {
     fn row(&self, offer: &ProjectedOffer) -> Result<Item, StoreError> {
         row_item(offer, Timestamp::now())
     }
+
+    /// The item stored under `sk` in `k`'s item partition (consistent), decoded.
+    async fn get_under<T: serde::de::DeserializeOwned>(
+        &self,
+        k: &ProjectionKey,
+        sk: &str,
+        what: &'static str,
+    ) -> Result<Option<T>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(row_pk(k.source.tenant.as_str(), &k.item), sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable(what))?;
+        out.item.map(decode).transpose()
+    }
+
+    /// Deletes the item under `sk` in `k`'s item partition if its basis is still `expected`.
+    async fn delete_under(
+        &self,
+        k: &ProjectionKey,
+        sk: &str,
+        expected: &str,
+        what: &'static str,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(key(row_pk(k.source.tenant.as_str(), &k.item), sk)))
+            .condition_expression("basis = :expected")
+            .expression_attribute_values(":expected", s(expected))
+            .send()
+            .await;
+        conditional(result, what)
+    }
 }
 
 /// The stored row of a projected offer, with its keys and index keys.
@@ -148,19 +199,8 @@ pub fn row_item(offer: &ProjectedOffer, projected_at: Timestamp) -> Result<Item,
 #[async_trait]
 impl ProjectionStore for DynamoProjectionStore {
     async fn current(&self, k: &ProjectionKey) -> Result<Option<ProjectedOffer>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(
-                row_pk(k.source.tenant.as_str(), &k.item),
-                &row_sk(&k.source),
-            )))
-            .consistent_read(true)
-            .send()
+        self.get_under(k, &row_sk(&k.source), "get projection row")
             .await
-            .map_err(unavailable("get projection row"))?;
-        out.item.map(decode).transpose()
     }
 
     async fn current_many(
@@ -219,19 +259,8 @@ impl ProjectionStore for DynamoProjectionStore {
     }
 
     async fn remove(&self, k: &ProjectionKey, expected: &str) -> Result<bool, StoreError> {
-        let result = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(key(
-                row_pk(k.source.tenant.as_str(), &k.item),
-                &row_sk(&k.source),
-            )))
-            .condition_expression("basis = :expected")
-            .expression_attribute_values(":expected", s(expected))
-            .send()
-            .await;
-        conditional(result, "delete projection row")
+        self.delete_under(k, &row_sk(&k.source), expected, "delete projection row")
+            .await
     }
 
     async fn offers(
@@ -243,8 +272,9 @@ impl ProjectionStore for DynamoProjectionStore {
             .client
             .query()
             .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
+            .key_condition_expression("pk = :pk AND begins_with(sk, :rows)")
             .expression_attribute_values(":pk", s(row_pk(tenant.as_str(), item)))
+            .expression_attribute_values(":rows", s("SRC#"))
             .consistent_read(true)
             .send()
             .await
@@ -254,6 +284,10 @@ impl ProjectionStore for DynamoProjectionStore {
             .into_iter()
             .map(decode)
             .collect()
+    }
+
+    fn held_claims(&self) -> &dyn HeldClaims {
+        self
     }
 
     async fn items_of_part(
@@ -278,5 +312,69 @@ impl ProjectionStore for DynamoProjectionStore {
         let mut items: Vec<String> = lists.into_iter().flatten().collect();
         items.sort();
         Ok(items)
+    }
+}
+
+#[async_trait]
+impl HeldClaims for DynamoProjectionStore {
+    async fn standing(
+        &self,
+        tenant: &TenantId,
+        item: &str,
+    ) -> Result<(Vec<ProjectedOffer>, Vec<HeldClaim>), StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(row_pk(tenant.as_str(), item)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable("query projection"))?;
+        let (mut rows, mut held) = (Vec::new(), Vec::new());
+        for stored in out.items.unwrap_or_default() {
+            let is_held = stored
+                .get("sk")
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|sk| sk.starts_with("HELD#"));
+            if is_held {
+                held.push(decode(stored)?);
+            } else {
+                rows.push(decode(stored)?);
+            }
+        }
+        Ok((rows, held))
+    }
+
+    async fn held(&self, k: &ProjectionKey) -> Result<Option<HeldClaim>, StoreError> {
+        self.get_under(k, &held_sk(&k.source), "get held claim")
+            .await
+    }
+
+    async fn hold(&self, claim: &HeldClaim, expected: Option<&str>) -> Result<bool, StoreError> {
+        let mut stored = encode(claim)?;
+        stored.insert("pk".into(), s(row_pk(claim.tenant.as_str(), &claim.item)));
+        stored.insert("sk".into(), s(held_sk(&claim.key().source)));
+        stored.insert("entity".into(), s("held"));
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(stored));
+        let put = match expected {
+            None => put
+                .condition_expression("attribute_not_exists(pk) OR basis < :basis")
+                .expression_attribute_values(":basis", s(&claim.basis)),
+            Some(stored) => put
+                .condition_expression("basis = :stored")
+                .expression_attribute_values(":stored", s(stored)),
+        };
+        conditional(put.send().await, "put held claim")
+    }
+
+    async fn release(&self, k: &ProjectionKey, expected: &str) -> Result<bool, StoreError> {
+        self.delete_under(k, &held_sk(&k.source), expected, "delete held claim")
+            .await
     }
 }

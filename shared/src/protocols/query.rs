@@ -4,14 +4,14 @@
 
 use crate::domain::ids::{ConnectorId, ObservationId, TenantId};
 use crate::domain::item::{CanonicalItem, ItemParts};
-use crate::domain::model::Observation;
+use crate::domain::model::{Observation, SourceRef};
 use crate::domain::source_health::SourceHealth;
 use crate::domain::terms::Decimal;
 use crate::domain::timestamp::Timestamp;
 use crate::domain::verification::{VerificationEvent, VerificationView};
 use crate::protocols::ports::StoreError;
 use crate::protocols::projection::{Eligibility, EvidenceReads, ProjectionStore, Visibility};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 pub mod as_of;
@@ -146,8 +146,8 @@ impl QueryService {
         tenant: &TenantId,
         item: &str,
     ) -> Result<(Standing, Vec<VerificationEvent>, Vec<SourceHealth>), QueryError> {
-        let (rows, verifications, health) = tokio::try_join!(
-            self.projection.offers(tenant, item),
+        let ((rows, held), verifications, health) = tokio::try_join!(
+            self.projection.held_claims().standing(tenant, item),
             self.reads.item_verifications(tenant, item),
             self.reads.source_health_of(tenant)
         )?;
@@ -155,6 +155,7 @@ impl QueryService {
         eligibility
             .prefetch_sources(rows.iter().map(|row| row.observation.source()))
             .await?;
+        let with_row: BTreeSet<SourceRef> = rows.iter().map(|r| r.observation.source()).collect();
         let (mut claims, mut excluded) = (Vec::new(), Vec::new());
         for row in rows {
             let o = row.observation;
@@ -166,6 +167,13 @@ impl QueryService {
                 claims.push(o);
             }
         }
+        // A held claim speaks for a source only when the source has no row for the item.
+        excluded.extend(
+            held.iter()
+                .filter(|h| !with_row.contains(&h.key().source))
+                .map(ExcludedSource::held),
+        );
+        ExcludedSource::order(&mut excluded);
         Ok(((claims, excluded), verifications, health))
     }
 

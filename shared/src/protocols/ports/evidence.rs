@@ -4,7 +4,7 @@
 use super::reattribution::Reattribution;
 use super::StoreError;
 use crate::domain::connector::ConnectorConfig;
-use crate::domain::ids::{ConnectorId, ObservationId, TenantId};
+use crate::domain::ids::{ConnectorId, ObservationId, RunId, SourceAccount, TenantId};
 use crate::domain::item::CanonicalItem;
 use crate::domain::model::{
     CommitMarker, CorrectionRules, Observation, ProjectionWork, ReplayRecord, Run, RunPageRecord,
@@ -155,6 +155,64 @@ pub struct ProjectedOffer {
     pub source_quarantined: bool,
 }
 
+/// Why a source's claim about an item is held back from being current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Held {
+    /// Observed later than it was retrieved, beyond the connector's clock-skew tolerance.
+    FutureDated,
+    /// In a run of an `on_run_complete` connector that is not published yet.
+    RunUnpublished,
+}
+
+/// A source's newest held claim about an item (`Held`), kept beside the item's rows so that an
+/// offers answer names the source instead of leaving it out in silence. Readers show it only
+/// when the source has no row for the item: a source with a current claim is in the answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldClaim {
+    pub tenant: TenantId,
+    pub item: String,
+    pub connector: ConnectorId,
+    pub source_account: SourceAccount,
+    pub reason: Held,
+    pub observation_id: ObservationId,
+    /// The run that has not been published (`RunUnpublished` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<RunId>,
+    /// The claim's `Observation::basis`: a newer held claim replaces an older one.
+    pub basis: String,
+}
+
+impl HeldClaim {
+    /// `o`, held back for `reason`.
+    pub fn of(o: &Observation, reason: Held) -> Self {
+        Self {
+            tenant: o.tenant.clone(),
+            item: o.item.clone(),
+            connector: o.connector.clone(),
+            source_account: o.source_account.clone(),
+            reason,
+            observation_id: o.observation_id.clone(),
+            run_id: match reason {
+                Held::RunUnpublished => o.run_id.clone(),
+                Held::FutureDated => None,
+            },
+            basis: o.basis(),
+        }
+    }
+
+    pub fn key(&self) -> ProjectionKey {
+        ProjectionKey {
+            item: self.item.clone(),
+            source: SourceRef {
+                tenant: self.tenant.clone(),
+                connector: self.connector.clone(),
+                source_account: self.source_account.clone(),
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProjectionKey {
     pub item: String,
@@ -200,6 +258,8 @@ pub trait ProjectionStore: Send + Sync {
         tenant: &TenantId,
         item: &str,
     ) -> Result<Vec<ProjectedOffer>, StoreError>;
+    /// The held claims kept beside the rows (`HeldClaims`).
+    fn held_claims(&self) -> &dyn HeldClaims;
     /// Items a source has a row for (quarantined or not).
     async fn items_of_source(&self, source: &SourceRef) -> Result<Vec<String>, StoreError>;
     /// The current row of every item of a source (consistent rows, quarantined or not).
@@ -222,6 +282,25 @@ pub trait ProjectionStore: Send + Sync {
         tenant: &TenantId,
         part: &CanonicalItem,
     ) -> Result<Vec<String>, StoreError>;
+}
+
+/// The held claims beside the projection's rows (`HeldClaim`), and the offers read of both.
+#[async_trait]
+pub trait HeldClaims: Send + Sync {
+    /// Every row of an item and every held claim about it, in one read: what an offers answer
+    /// is made of.
+    async fn standing(
+        &self,
+        tenant: &TenantId,
+        item: &str,
+    ) -> Result<(Vec<ProjectedOffer>, Vec<HeldClaim>), StoreError>;
+    /// The held claim of one (item, source), if any (consistent).
+    async fn held(&self, key: &ProjectionKey) -> Result<Option<HeldClaim>, StoreError>;
+    /// Writes a held claim: with `expected` `None`, only over an older one (or none); else only
+    /// if the stored one's basis is still `expected`. False when not.
+    async fn hold(&self, claim: &HeldClaim, expected: Option<&str>) -> Result<bool, StoreError>;
+    /// Deletes the held claim of one (item, source) if its basis is still `expected`.
+    async fn release(&self, key: &ProjectionKey, expected: &str) -> Result<bool, StoreError>;
 }
 
 /// Writes the projector makes to the evidence table: run bookkeeping and its own work records.

@@ -110,6 +110,35 @@ impl Batch {
         self.first_of.get(id).copied().unwrap_or(0)
     }
 
+    /// The keys without a row whose newest eligible claim came from a work slice (as a run
+    /// published on completion is projected) and from a run: each with the change and claim.
+    fn published_firsts(
+        &self,
+        changes: &[EvidenceChange],
+        rows: &HashMap<ProjectionKey, ProjectedOffer>,
+        visibility: &HashMap<ObservationId, Visibility>,
+    ) -> Vec<(usize, ProjectionKey, Observation)> {
+        let from_work = |id: &ObservationId| {
+            let index = self.first_change_of(id);
+            matches!(changes.get(index), Some(EvidenceChange::Work(_))).then_some(index)
+        };
+        let mut firsts = Vec::new();
+        for (key, work) in self.work.iter().filter(|(k, _)| !rows.contains_key(*k)) {
+            let newest = work
+                .candidates
+                .iter()
+                .filter(|id| visibility.get(*id) == Some(&Visibility::Eligible))
+                .filter_map(|id| self.by_id.get(id))
+                .filter(|o| o.run_id.is_some())
+                .max_by_key(|o| o.basis());
+            if let Some((index, o)) = newest.and_then(|o| Some((from_work(&o.observation_id)?, o)))
+            {
+                firsts.push((index, key.clone(), o.clone()));
+            }
+        }
+        firsts
+    }
+
     /// A claim that is not committed (or awaits its run) has never been a row and cannot become
     /// one in this batch: keys with nothing else to do are dropped before their rows are read.
     fn keep_published(&mut self, visibility: &HashMap<ObservationId, Visibility>) {
@@ -118,6 +147,42 @@ impl Batch {
                 .retain(|id| visibility.get(id).is_some_and(Visibility::is_published));
             w.full || !w.candidates.is_empty()
         });
+    }
+}
+
+/// One key's candidates that a held claim depends on: those held back, and those superseded
+/// (one of them may be the claim held).
+struct HeldWork {
+    key: ProjectionKey,
+    candidates: Vec<(Observation, Visibility)>,
+    first_change: usize,
+}
+
+impl HeldWork {
+    fn of(
+        batch: &Batch,
+        key: &ProjectionKey,
+        work: &KeyWork,
+        visibility: &HashMap<ObservationId, Visibility>,
+    ) -> Option<Self> {
+        let candidates: Vec<(Observation, Visibility)> = work
+            .candidates
+            .iter()
+            .filter_map(|id| Some((batch.by_id.get(id)?, *visibility.get(id)?)))
+            .filter(|(_, v)| v.held().is_some() || *v == Visibility::Superseded)
+            .map(|(o, v)| (o.clone(), v))
+            .collect();
+        (!candidates.is_empty()).then(|| Self {
+            key: key.clone(),
+            candidates,
+            first_change: work.first_change,
+        })
+    }
+
+    fn awaits_run(&self) -> bool {
+        self.candidates
+            .iter()
+            .any(|(_, v)| *v == Visibility::AwaitingRun)
     }
 }
 
@@ -142,6 +207,7 @@ impl Projector {
         let visibility = self.decide_visibility(&batch, &eligibility).await?;
         self.reattribute_claims(&batch, &visibility, &eligibility)
             .await?;
+        self.hold_claims(&batch, &visibility, &eligibility).await?;
         batch.keep_published(&visibility);
         if batch.work.is_empty() {
             return Ok(());
@@ -149,11 +215,38 @@ impl Projector {
         let rows = self.current_rows(&batch).await?;
         self.reattribute_rows(&mut batch, &rows, &eligibility)
             .await?;
+        let published = batch.published_firsts(changes, &rows, &visibility);
         // Decide winners and write.
         let results = self
             .project_keys(batch, &rows, &visibility, &eligibility)
             .await;
         // Report.
+        first_failure(results)?;
+        self.release_published(published, &eligibility).await
+    }
+
+    /// A source's first row for an item, from a run just published on completion, stands
+    /// where the held claim its page left while unpublished stood (the same claim, so the same
+    /// basis): that held claim is removed. A held claim of any other claim stays.
+    async fn release_published(
+        &self,
+        firsts: Vec<(usize, ProjectionKey, Observation)>,
+        eligibility: &Eligibility<'_>,
+    ) -> Result<(), BatchFailure> {
+        let results: Vec<Result<(), BatchFailure>> = futures_util::stream::iter(firsts)
+            .map(|(index, key, claim)| async move {
+                let release = async {
+                    if eligibility.awaits_its_run(&claim).await? {
+                        let held = self.projection.held_claims();
+                        held.release(&key, &claim.basis()).await?;
+                    }
+                    Ok(())
+                };
+                release.await.map_err(failed(index))
+            })
+            .buffer_unordered(KEY_CONCURRENCY)
+            .collect()
+            .await;
         first_failure(results)
     }
 
@@ -385,6 +478,47 @@ impl Projector {
             .await
             .map_err(failed(batch.first_change_of(id)))?;
         Ok(Reattribution::needed(&rules, observation))
+    }
+
+    /// Holds each key's newest held claim (`Projector::hold_key`), up to `KEY_CONCURRENCY` keys
+    /// at a time, after one read of the rows of the keys with a claim awaiting its run.
+    async fn hold_claims(
+        &self,
+        batch: &Batch,
+        visibility: &HashMap<ObservationId, Visibility>,
+        eligibility: &Eligibility<'_>,
+    ) -> Result<(), BatchFailure> {
+        let keys: Vec<HeldWork> = batch
+            .work
+            .iter()
+            .filter_map(|(key, work)| HeldWork::of(batch, key, work, visibility))
+            .collect();
+        let awaiting: Vec<ProjectionKey> = keys
+            .iter()
+            .filter(|k| k.awaits_run())
+            .map(|k| k.key.clone())
+            .collect();
+        let rows = match awaiting.is_empty() {
+            true => HashMap::new(),
+            false => self
+                .projection
+                .current_many(&awaiting)
+                .await
+                .map_err(failed(batch.first_change()))?,
+        };
+        let results: Vec<Result<(), BatchFailure>> = futures_util::stream::iter(keys)
+            .map(|k| {
+                let has_row = rows.contains_key(&k.key);
+                async move {
+                    self.hold_key(&k.key, &k.candidates, has_row, eligibility)
+                        .await
+                        .map_err(failed(k.first_change))
+                }
+            })
+            .buffer_unordered(KEY_CONCURRENCY)
+            .collect()
+            .await;
+        first_failure(results)
     }
 
     /// The current row of every key left to compute, in one read.

@@ -30,6 +30,16 @@ impl Visibility {
     pub fn is_published(&self) -> bool {
         !matches!(self, Self::NotCommitted | Self::AwaitingRun)
     }
+
+    /// Why a claim of this visibility is held back from being current while its source may have
+    /// nothing current to show: from the future, or in a run not published yet.
+    pub fn held(&self) -> Option<Held> {
+        match self {
+            Self::FutureDated => Some(Held::FutureDated),
+            Self::AwaitingRun => Some(Held::RunUnpublished),
+            _ => None,
+        }
+    }
 }
 
 type Cell<T> = Arc<tokio::sync::OnceCell<T>>;
@@ -192,15 +202,24 @@ impl<'a> Eligibility<'a> {
             .cloned()
     }
 
-    async fn run_published(&self, observation: &Observation) -> Result<bool, StoreError> {
-        let Some(run_id) = &observation.run_id else {
-            return Ok(true);
-        };
+    /// Whether the observation is from a run of a connector that publishes a run's pages only
+    /// once the run is complete.
+    pub async fn awaits_its_run(&self, observation: &Observation) -> Result<bool, StoreError> {
+        if observation.run_id.is_none() {
+            return Ok(false);
+        }
         let policy = self
             .connector(&observation.connector)
             .await?
             .map_or(Publication::PerPage, |c| c.publication);
-        if policy == Publication::PerPage {
+        Ok(policy == Publication::OnRunComplete)
+    }
+
+    async fn run_published(&self, observation: &Observation) -> Result<bool, StoreError> {
+        let Some(run_id) = &observation.run_id else {
+            return Ok(true);
+        };
+        if !self.awaits_its_run(observation).await? {
             return Ok(true);
         }
         let cell = self.cell(|c| &mut c.runs, &run_id.to_string());

@@ -23,12 +23,14 @@ use tracing::{debug, info};
 // The ports the projector and the read path share live in `crate::protocols::ports`; named here
 // too, where the projector's callers have always found them.
 pub use crate::protocols::ports::{
-    ClaimContext, ContextKeys, EvidenceReads, HistoryPage, ProjectedOffer, ProjectionKey,
-    ProjectionStore, ProjectorWrites, Reattribution, Reattributor, SourceState,
+    ClaimContext, ContextKeys, EvidenceReads, Held, HeldClaim, HeldClaims, HistoryPage,
+    ProjectedOffer, ProjectionKey, ProjectionStore, ProjectorWrites, Reattribution, Reattributor,
+    SourceState,
 };
 
 mod batch;
 mod eligibility;
+mod held;
 pub use eligibility::{Eligibility, Visibility};
 
 /// What a stream change means for the projection.
@@ -310,7 +312,8 @@ impl Projector {
         }
     }
 
-    /// Recomputes every row of one item: the sources in its history and those with a row.
+    /// Recomputes every row of one item, and its held claims: the sources in its history and
+    /// those with a row.
     pub async fn rebuild_item(&self, tenant: &TenantId, item: &str) -> Result<usize, StoreError> {
         let mut sources: BTreeSet<SourceRef> = self
             .projection
@@ -319,13 +322,19 @@ impl Projector {
             .into_iter()
             .map(|o| o.observation.source())
             .collect();
+        let mut maybe_held: BTreeMap<SourceRef, Vec<Observation>> = BTreeMap::new();
         let mut cursor: Option<String> = None;
         loop {
             let page = self
                 .reads
                 .item_history(tenant, item, cursor.as_deref(), 100)
                 .await?;
-            sources.extend(page.observations.iter().map(Observation::source));
+            for o in page.observations {
+                sources.insert(o.source());
+                if held::may_be_held(&o) {
+                    maybe_held.entry(o.source()).or_default().push(o);
+                }
+            }
             match page.next {
                 Some(next) => cursor = Some(next),
                 None => break,
@@ -333,15 +342,13 @@ impl Projector {
         }
         let eligibility = Eligibility::new(self.reads.as_ref());
         for source in &sources {
-            self.recompute(
-                &ProjectionKey {
-                    item: item.to_owned(),
-                    source: source.clone(),
-                },
-                &[],
-                &eligibility,
-            )
-            .await?;
+            let key = ProjectionKey {
+                item: item.to_owned(),
+                source: source.clone(),
+            };
+            self.recompute(&key, &[], &eligibility).await?;
+            let claims = maybe_held.remove(source).unwrap_or_default();
+            self.settle_held(&key, claims, &eligibility).await?;
         }
         info!(item, sources = sources.len(), "item projection rebuilt");
         Ok(sources.len())

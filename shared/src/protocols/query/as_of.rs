@@ -78,31 +78,39 @@ pub fn current_claims(claims: &[(Observation, Visibility)]) -> Vec<Observation> 
 }
 
 /// Each source's newest claim that would be current but for its source's quarantine, as the
-/// projection tracks it: the current claims, and the sources left out because they are
-/// quarantined, both ordered by source.
+/// projection tracks it, and for a source without one its newest held claim, as the projector
+/// holds it: the current claims, ordered by source, and the sources left out (quarantined,
+/// their run unpublished, or their claims from the future), ordered as a live answer orders them.
 pub fn standing(claims: &[(Observation, Visibility)]) -> (Vec<Observation>, Vec<ExcludedSource>) {
-    let mut best: BTreeMap<String, (String, &Observation, Visibility)> = BTreeMap::new();
+    type Newest<'a> = BTreeMap<String, (String, &'a Observation, Visibility)>;
+    let (mut best, mut held): (Newest, Newest) = (BTreeMap::new(), BTreeMap::new());
     for (o, visibility) in claims {
-        if !matches!(
-            visibility,
-            Visibility::Eligible | Visibility::SourceQuarantined
-        ) {
-            continue;
-        }
+        let slot = match visibility {
+            Visibility::Eligible | Visibility::SourceQuarantined => &mut best,
+            v if v.held().is_some() => &mut held,
+            _ => continue,
+        };
         let row = format!("{}#{}", o.connector, o.source_account);
         let basis = o.basis();
-        if best.get(&row).is_none_or(|(held, _, _)| *held < basis) {
-            best.insert(row, (basis, o, *visibility));
+        if slot.get(&row).is_none_or(|(newest, _, _)| *newest < basis) {
+            slot.insert(row, (basis, o, *visibility));
         }
     }
     let mut current = Vec::new();
     let mut excluded = Vec::new();
-    for (_, o, visibility) in best.into_values() {
+    for (row, (_, o, visibility)) in &best {
         match visibility {
-            Visibility::Eligible => current.push(o.clone()),
+            Visibility::Eligible => current.push((*o).clone()),
             _ => excluded.push(ExcludedSource::of(o, Exclusion::SourceQuarantined)),
         }
+        held.remove(row);
     }
+    for (_, o, visibility) in held.into_values() {
+        if let Some(reason) = visibility.held() {
+            excluded.push(ExcludedSource::of(o, reason.into()));
+        }
+    }
+    ExcludedSource::order(&mut excluded);
     (current, excluded)
 }
 

@@ -11,7 +11,7 @@ use crate::domain::quote::{rank, Offered, Quote};
 use crate::domain::terms::{Decimal, Terms};
 use crate::domain::timestamp::Timestamp;
 use crate::domain::verification::VerificationView;
-use crate::protocols::projection::Visibility;
+use crate::protocols::projection::{Held, HeldClaim, Visibility};
 use serde::Serialize;
 
 /// The fields every observation in a response carries (docs/openapi.yaml `Observation`).
@@ -162,6 +162,9 @@ pub struct ExcludedSource {
     pub reason: Exclusion,
     /// Its claim that would be current but for the reason.
     pub observation_id: ObservationId,
+    /// The run not published yet (`run_unpublished` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<RunId>,
 }
 
 impl ExcludedSource {
@@ -171,7 +174,28 @@ impl ExcludedSource {
             source_account: o.source_account.clone(),
             reason,
             observation_id: o.observation_id.clone(),
+            run_id: match reason {
+                Exclusion::RunUnpublished => o.run_id.clone(),
+                _ => None,
+            },
         }
+    }
+
+    /// A source whose only standing claim is held back (`HeldClaim`).
+    pub fn held(claim: &HeldClaim) -> Self {
+        Self {
+            connector: claim.connector.clone(),
+            source_account: claim.source_account.clone(),
+            reason: claim.reason.into(),
+            observation_id: claim.observation_id.clone(),
+            run_id: claim.run_id.clone(),
+        }
+    }
+
+    /// The order of an answer's excluded sources, live or as of an instant: by source, as the
+    /// projection orders its rows.
+    pub fn order(excluded: &mut [ExcludedSource]) {
+        excluded.sort_by_key(|e| format!("{}#{}", e.connector, e.source_account));
     }
 }
 
@@ -184,6 +208,21 @@ pub enum Exclusion {
     /// An identity correction attributes its claim to another item; the re-attributed copy is
     /// being written.
     AwaitingCorrection,
+    /// Its newest held claim is in a run of an `on_run_complete` connector that is not
+    /// published yet, and none of its claims could be current.
+    RunUnpublished,
+    /// Its only claims are from the future (observed later than retrieved, beyond the
+    /// connector's clock-skew tolerance): kept in history, never current.
+    FutureDated,
+}
+
+impl From<Held> for Exclusion {
+    fn from(held: Held) -> Self {
+        match held {
+            Held::FutureDated => Self::FutureDated,
+            Held::RunUnpublished => Self::RunUnpublished,
+        }
+    }
 }
 
 /// A decision receipt: `GET /v1/receipts/verify` recomputes the answer at `as_of` and compares
@@ -207,6 +246,19 @@ impl OffersResponse {
         let json = serde_json::to_vec(&content).unwrap_or_default();
         let canonical = crate::domain::canonical_json::canonicalize(&json).unwrap_or(json);
         format!("sha256:{}", crate::domain::hashing::sha256_hex(&canonical))
+    }
+
+    /// The digest this answer had before held claims were named (`run_unpublished` and
+    /// `future_dated` sources left out in silence), so that a receipt made then still verifies.
+    pub fn digest_before_held(&self) -> String {
+        let mut earlier = self.clone();
+        earlier.excluded_sources.retain(|e| {
+            matches!(
+                e.reason,
+                Exclusion::SourceQuarantined | Exclusion::AwaitingCorrection
+            )
+        });
+        earlier.digest()
     }
 
     /// The answer with its receipt.
