@@ -15,6 +15,9 @@
 //!   superseded, not from the future, attributed to that item by the source's identity rules,
 //!   source not quarantined; of claims observed at the same instant the later recorded delivery
 //!   wins, the id only decides within one delivery; history lists claims in that order;
+//! - a source without a current offer for an item is named in the offers answer, not left
+//!   out: quarantined (its newest claim that would be current but for the quarantine), or else
+//!   future-dated (its newest claim from the future);
 //! - a delivery naming one item twice at one instant with different claims is refused as
 //!   `ambiguous_item` (`projection_ties::*`); the histories generate no such payload;
 //! - an identity correction re-attributes every claim of the part (and every later one), a
@@ -378,12 +381,42 @@ impl Model {
 
     /// Whether an observation may be the current offer of its (part, source).
     pub fn eligible(&self, o: &Observation) -> bool {
+        self.eligible_but_for_quarantine(o) && !self.quarantined.contains(&o.source)
+    }
+
+    /// Whether an observation would be eligible if its source were not quarantined.
+    fn eligible_but_for_quarantine(&self, o: &Observation) -> bool {
         o.superseded_by.is_none()
             && !o.future_dated
             && self
                 .rule(o.source, &o.normalized_part)
                 .map_or(o.normalized_part == o.part, |(to, _)| to == o.part)
-            && !self.quarantined.contains(&o.source)
+    }
+
+    /// The sources with claims about `part` that an offers answer names instead of an offer,
+    /// and why, with the claim it names: a quarantined source by its newest claim that would be
+    /// current but for the quarantine; a source without one by its newest claim from the future
+    /// (in history, never current).
+    pub fn excluded(&self, part: &str) -> BTreeMap<Source, (&'static str, String)> {
+        let offered = self.offers(part);
+        let mut named = BTreeMap::new();
+        for source in Source::ALL.into_iter().filter(|s| !offered.contains_key(s)) {
+            let newest = |pick: &dyn Fn(&Observation) -> bool| {
+                self.observations
+                    .values()
+                    .filter(|o| o.part == part && o.source == source && pick(o))
+                    .min_by(|a, b| newest_first(a, b))
+                    .map(|o| o.id.clone())
+            };
+            let quarantined = newest(&|o| self.eligible_but_for_quarantine(o));
+            let held = newest(&|o| o.superseded_by.is_none() && o.future_dated);
+            match (quarantined, held) {
+                (Some(id), _) => named.insert(source, ("source_quarantined", id)),
+                (None, Some(id)) => named.insert(source, ("future_dated", id)),
+                (None, None) => None,
+            };
+        }
+        named
     }
 
     /// A verifier confirms the current claim of `source` for `part`, if it has one: that claim

@@ -42,6 +42,10 @@ impl System {
         let expected = ExpectedView::of(model, part);
         let shown = self.view_of(part, None).await;
         assert_eq!(shown.offers, expected.offers, "offers of {part} {when}");
+        assert_eq!(
+            shown.excluded, expected.excluded,
+            "sources named of {part} {when}"
+        );
         assert_eq!(shown.history, expected.history, "history of {part} {when}");
         self.compared.insert(part, expected);
     }
@@ -79,6 +83,15 @@ impl System {
                         text(&o["verification"]["state"]),
                     );
                     (text(&o["connector"]), claim)
+                })
+                .collect(),
+            excluded: offers["excluded_sources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| {
+                    let named = (text(&e["reason"]), text(&e["observation_id"]));
+                    (text(&e["connector"]), named)
                 })
                 .collect(),
             history: history["observations"]
@@ -186,6 +199,8 @@ impl System {
 #[derive(Debug, PartialEq)]
 pub(super) struct ExpectedView {
     offers: BTreeMap<String, (String, String)>,
+    /// Per connector left out of the offers: the reason and the claim named.
+    excluded: BTreeMap<String, (String, String)>,
     history: Vec<(String, bool)>,
 }
 
@@ -199,6 +214,11 @@ impl ExpectedView {
                     let state = model.verification(&id).to_owned();
                     (s.connector().to_owned(), (id, state))
                 })
+                .collect(),
+            excluded: model
+                .excluded(part)
+                .into_iter()
+                .map(|(s, (reason, id))| (s.connector().to_owned(), (reason.to_owned(), id)))
                 .collect(),
             history: model.history(part),
         }
