@@ -118,6 +118,7 @@ async fn start_run(env: &TestEnv, config: &ConnectorConfig, run_id: &RunId) {
             missing_count: 0,
             completed_at: None,
             updated_at: started,
+            publication: Some(config.publication),
         })
         .await
         .unwrap();
@@ -579,4 +580,61 @@ async fn a_claim_from_the_future_is_kept_flagged_in_history_and_never_made_curre
         .unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].observation.quantity, 4);
+}
+
+/// Pages 1 and 2 of a 3-page run started under `started_with`, ingested and projected after
+/// the connector's policy was changed to the other one; whether P-1 is readable.
+async fn readable_after_the_policy_changed(started_with: Publication) -> (bool, serde_json::Value) {
+    let env = spawn_env(true).await;
+    let config = connector("acme-eu", "ACC-1", started_with);
+    env.seed(&config).await;
+    let (service, projector, query) = (env.service(), env.projector(), env.query());
+    let mut stream = env.stream().await;
+    let run_id = RunId::parse("run-acme-eu.EXP-7000").unwrap();
+    start_run(&env, &config, &run_id).await;
+    let changed = match started_with {
+        Publication::PerPage => Publication::OnRunComplete,
+        Publication::OnRunComplete => Publication::PerPage,
+    };
+    let changed = connector("acme-eu", "ACC-1", changed);
+    env.seed(&changed).await;
+    // A pull resumed after the change announces the run again under the new policy: the run
+    // keeps the one it recorded.
+    start_run(&env, &changed, &run_id).await;
+    let run = env.store.run(run_id.as_str()).await.unwrap().unwrap();
+    assert_eq!(run.publication, Some(started_with));
+    env.send("IngestQueue", &run_page(&config, &run_id, 1, "P-1"))
+        .await;
+    env.send("IngestQueue", &run_page(&config, &run_id, 2, "P-2"))
+        .await;
+    ingested(&env, &service, 2).await;
+    env.drain(&mut stream, &projector).await;
+    let now = Timestamp::now();
+    let live = query.offers(&env.reader(), "P-1", None, now).await.unwrap();
+    let asked = feedsafe::protocols::query::OffersAsked {
+        as_of: Some(now),
+        ..Default::default()
+    };
+    let then = query
+        .offers_as_asked(&env.reader(), "P-1", &asked, now)
+        .await
+        .unwrap();
+    assert_eq!(then.digest(), live.digest(), "as of that instant, the same");
+    let live = serde_json::to_value(live).unwrap();
+    (!live["offers"].as_array().unwrap().is_empty(), live)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_keeps_the_publication_policy_it_started_with() {
+    let (readable, answer) = readable_after_the_policy_changed(Publication::OnRunComplete).await;
+    assert!(
+        !readable,
+        "started on_run_complete: private until complete: {answer}"
+    );
+    assert_eq!(answer["excluded_sources"][0]["reason"], "run_unpublished");
+    let (readable, answer) = readable_after_the_policy_changed(Publication::PerPage).await;
+    assert!(
+        readable,
+        "started per_page: its pages are readable as they commit: {answer}"
+    );
 }

@@ -146,6 +146,7 @@ async fn the_sweeper_closes_every_open_run_even_past_one_megabyte_of_index() {
                     missing_count: 0,
                     completed_at: None,
                     updated_at: started,
+                    publication: None,
                 };
                 store.start_run(&run).await.unwrap();
             }
@@ -326,6 +327,7 @@ async fn a_ten_thousand_page_run_keeps_its_run_item_small() {
                 missing_count: 0,
                 completed_at: None,
                 updated_at: started,
+                publication: None,
             })
             .await
             .unwrap();

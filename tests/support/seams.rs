@@ -171,6 +171,20 @@ impl feedsafe::protocols::ports::EvidenceStore for ChunkSeam {
         self.inner.put_quarantine(entry).await
     }
 
+    async fn replay_context(
+        &self,
+        delivery_key: &str,
+        payload_sha256: &str,
+        source: &feedsafe::domain::model::SourceRef,
+        run: Option<&feedsafe::domain::ids::RunId>,
+        now: Timestamp,
+    ) -> Result<feedsafe::protocols::ports::ReplayContext, feedsafe::protocols::ports::StoreError>
+    {
+        self.inner
+            .replay_context(delivery_key, payload_sha256, source, run, now)
+            .await
+    }
+
     async fn correction_rules(
         &self,
         source: &feedsafe::domain::model::SourceRef,

@@ -218,6 +218,7 @@ impl<'w> Sim<'w> {
                 Kind::Page { run, .. } => Some(run.clone()),
                 _ => None,
             },
+            run_publication: None,
             artifact_key: artifact.to_owned(),
             artifact_sha256: sha.to_owned(),
             dedup_confidence: DedupConfidence::WithinHorizon,

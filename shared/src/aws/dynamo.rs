@@ -667,20 +667,15 @@ impl EvidenceStore for DynamoEvidenceStore {
         self.replay_hint_of(delivery_key, payload_sha256, now).await
     }
 
-    async fn replay_hint_and_rules(
+    async fn replay_context(
         &self,
         delivery_key: &str,
         payload_sha256: &str,
         source: &crate::domain::model::SourceRef,
+        run: Option<&crate::domain::ids::RunId>,
         now: Timestamp,
-    ) -> Result<
-        (
-            crate::protocols::ports::ReplayHint,
-            crate::domain::model::CorrectionRules,
-        ),
-        StoreError,
-    > {
-        self.replay_hint_and_rules_of(delivery_key, payload_sha256, source, now)
+    ) -> Result<crate::protocols::ports::ReplayContext, StoreError> {
+        self.replay_context_of(delivery_key, payload_sha256, source, run, now)
             .await
     }
 

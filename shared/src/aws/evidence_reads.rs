@@ -102,6 +102,11 @@ impl DynamoEvidenceStore {
             expression.push_str(", page_count = :count");
             update = update.expression_attribute_values(":count", n(count));
         }
+        if let Some(publication) = run.publication {
+            // Recorded when the run starts; a re-announced run keeps what it recorded.
+            expression.push_str(", publication = if_not_exists(publication, :publication)");
+            update = update.expression_attribute_values(":publication", s(publication.as_str()));
+        }
         let result = update
             .update_expression(expression)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)

@@ -6,13 +6,14 @@
 //! cancelled.
 
 use super::dynamo::{
-    batch_get, decode, decode_replay, key, n, replay_pk, s, unavailable, DynamoEvidenceStore,
-    SK_REPLAY,
+    batch_get, decode, decode_replay, key, n, replay_pk, run_pk, s, unavailable,
+    DynamoEvidenceStore, SK_REPLAY, SK_RUN,
 };
 use super::operator_records::{rules_pk, StoredRules, SK_RULES};
-use crate::domain::model::{CorrectionRules, ReplayRecord, ReplayState, SourceRef};
+use crate::domain::ids::RunId;
+use crate::domain::model::{CorrectionRules, ReplayRecord, ReplayState, Run, SourceRef};
 use crate::domain::timestamp::Timestamp;
-use crate::protocols::ports::{ReplayHint, StoreError};
+use crate::protocols::ports::{ReplayContext, ReplayHint, StoreError};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::ReturnValue;
 
@@ -55,24 +56,27 @@ impl DynamoEvidenceStore {
     /// The replay hint and the source's identity rules in one consistent `BatchGetItem`: the
     /// fresh path needs both, and one round trip instead of two is what it saves (the replay
     /// record's read then costs a full read unit instead of half).
-    pub(crate) async fn replay_hint_and_rules_of(
+    pub(crate) async fn replay_context_of(
         &self,
         delivery_key: &str,
         payload_sha256: &str,
         source: &SourceRef,
+        run: Option<&RunId>,
         now: Timestamp,
-    ) -> Result<(ReplayHint, CorrectionRules), StoreError> {
-        let keys = vec![
+    ) -> Result<ReplayContext, StoreError> {
+        let mut keys = vec![
             key(replay_pk(delivery_key), SK_REPLAY),
             key(rules_pk(source), SK_RULES),
         ];
+        keys.extend(run.map(|run| key(run_pk(run.as_str()), SK_RUN)));
         let mut record = None;
         let mut rules = CorrectionRules::default();
+        let mut run_publication = None;
         let found = batch_get(
             self.client(),
             self.table(),
             keys,
-            "read the replay record and the identity rules",
+            "read the replay record, the identity rules and the run",
         )
         .await?;
         for item in found {
@@ -83,6 +87,7 @@ impl DynamoEvidenceStore {
             {
                 Some(SK_REPLAY) => record = Some(decode_replay(item)?),
                 Some(SK_RULES) => rules = decode::<StoredRules>(item)?.rules,
+                Some(SK_RUN) => run_publication = decode::<Run>(item)?.publication,
                 other => {
                     return Err(StoreError::Invariant(format!(
                         "BatchGetItem returned an item that was not asked for (sk {other:?})"
@@ -90,7 +95,11 @@ impl DynamoEvidenceStore {
                 }
             }
         }
-        Ok((hint_of(record.as_ref(), payload_sha256, now), rules))
+        Ok(ReplayContext {
+            hint: hint_of(record.as_ref(), payload_sha256, now),
+            rules,
+            run_publication,
+        })
     }
 
     /// The read may have been stale: the count holds only if the record still is what it looked.

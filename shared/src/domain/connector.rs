@@ -50,6 +50,16 @@ pub enum Publication {
     OnRunComplete,
 }
 
+impl Publication {
+    /// The stored and documented name (`per_page`, `on_run_complete`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::PerPage => "per_page",
+            Self::OnRunComplete => "on_run_complete",
+        }
+    }
+}
+
 /// Which source field names a delivery, strongest first; used by the intake functions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -129,6 +129,10 @@ pub struct Observation {
     pub retrieved_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<RunId>,
+    /// The publication policy its run recorded when it started (`Run::publication`), copied
+    /// at ingest; absent outside runs and on claims stored before runs recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_publication: Option<crate::domain::connector::Publication>,
     pub artifact_key: String,
     pub artifact_sha256: String,
     pub dedup_confidence: DedupConfidence,
@@ -396,6 +400,12 @@ pub struct Run {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<Timestamp>,
     pub updated_at: Timestamp,
+    /// The connector's publication policy when the run started, recorded once and never
+    /// changed: it decides when the run's pages are readable, whatever the connector says
+    /// later. Absent on a run nobody started (a page tally) and on runs started before runs
+    /// recorded it; their pages follow the connector's current policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publication: Option<crate::domain::connector::Publication>,
 }
 
 /// A slice of a delivery epoch's observations (`start..end` of its row indices) for the
@@ -621,6 +631,7 @@ mod tests {
             observed_at: at,
             retrieved_at: at,
             run_id: None,
+            run_publication: None,
             artifact_key: String::new(),
             artifact_sha256: String::new(),
             dedup_confidence: DedupConfidence::WithinHorizon,

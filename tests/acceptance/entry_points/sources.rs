@@ -212,6 +212,7 @@ pub(super) async fn sweeper_schedule(world: &World, file: &str, event: Value) {
             missing_count: 0,
             completed_at: None,
             updated_at: started,
+            publication: None,
         })
         .await
         .expect("run started");

@@ -393,6 +393,7 @@ impl PullService {
             missing_count: 0,
             completed_at: None,
             updated_at: now,
+            publication: Some(config.publication),
         }
     }
 

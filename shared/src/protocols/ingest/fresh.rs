@@ -43,8 +43,7 @@ impl IngestService {
     ) -> ChunkWrite {
         let total_rows = d.rows.len();
         let staged = record.chunks_total > 1;
-        let rules = &d.rules;
-        let observations = self.observations(record, &d.rows, &d.connector, rules, d.now);
+        let observations = self.observations(record, &d.rows, d);
         ChunkWrite {
             token: transaction_token(record, 0, d.nonce),
             replay: Some(ReplayAction::Create {

@@ -37,7 +37,7 @@ pub use outcome::{
     DeliveryResult, IngestError, IngestOutcome, MismatchReport, RejectReport, MISMATCH_CODE,
 };
 
-use crate::domain::connector::ConnectorConfig;
+use crate::domain::connector::{ConnectorConfig, Publication};
 use crate::domain::envelope::{BodyRef, DeliveryEnvelope};
 use crate::domain::fingerprint::Fingerprint;
 use crate::domain::hashing::{base64_decode, hex, sha256};
@@ -51,7 +51,7 @@ use crate::domain::reject::{RejectCode, Rejection};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{
     ArtifactError, ArtifactStore, ArtifactWrite, AttemptProbe, Clock, ConnectorDirectory,
-    CrashPoint, EvidenceStore, Faults, ReplayHint, StoreError,
+    CrashPoint, EvidenceStore, Faults, ReplayContext, ReplayHint, StoreError,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,6 +117,8 @@ struct Delivery {
     nonce: u64,
     /// The source's identity rules, read with the replay record before the payload is parsed.
     rules: CorrectionRules,
+    /// The publication policy the delivery's run recorded when it started, read with them.
+    run_publication: Option<Publication>,
     /// A record under the key was seen (of another payload, pending or expired): the probe
     /// comes first, not a transaction that it would cancel.
     recorded: bool,
@@ -264,9 +266,14 @@ impl IngestService {
             connector: key.connector.clone(),
             source_account: key.source_account.clone(),
         };
-        let (hint, rules) = self
+        let run = envelope.run.as_ref().map(|r| &r.run_id);
+        let ReplayContext {
+            hint,
+            rules,
+            run_publication,
+        } = self
             .store
-            .replay_hint_and_rules(&key_text, &payload_sha256, &source, now)
+            .replay_context(&key_text, &payload_sha256, &source, run, now)
             .await?;
         if hint == ReplayHint::SamePayload {
             self.settle_byte_identical_replay(&key_text, &payload_sha256, now)
@@ -295,6 +302,7 @@ impl IngestService {
             now: self.clock.now(),
             nonce: attempt_nonce(),
             rules,
+            run_publication,
             recorded: hint == ReplayHint::Recorded,
         })
     }
@@ -541,10 +549,9 @@ impl IngestService {
         &self,
         record: &ReplayRecord,
         rows: &[NormalizedRow],
-        connector: &ConnectorConfig,
-        rules: &CorrectionRules,
-        now: Timestamp,
+        d: &Delivery,
     ) -> Vec<Observation> {
+        let (connector, rules, now) = (&d.connector, &d.rules, d.now);
         let latest_plausible = record
             .retrieved_at
             .plus_seconds(i64::from(connector.clock_skew_seconds));
@@ -579,6 +586,7 @@ impl IngestService {
                 observed_at: row.observed_at,
                 retrieved_at: record.retrieved_at,
                 run_id: record.run.as_ref().map(|r| r.run_id.clone()),
+                run_publication: record.run.as_ref().and(d.run_publication),
                 artifact_key: record.artifact_key.clone(),
                 artifact_sha256: record.payload_sha256.clone(),
                 dedup_confidence: record.dedup_confidence,

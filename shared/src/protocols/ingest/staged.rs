@@ -22,8 +22,7 @@ impl IngestService {
         record: ReplayRecord,
     ) -> Result<Step, IngestError> {
         let rows = self.rows_for(d, &record).await?;
-        let rules = &d.rules;
-        let observations = self.observations(&record, &rows, &d.connector, rules, d.now);
+        let observations = self.observations(&record, &rows, d);
         let plan = checked_plan(&record, rows.len())?;
         let staged = Staged {
             d,

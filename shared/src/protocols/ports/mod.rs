@@ -11,8 +11,9 @@ pub use evidence::*;
 pub use reattribution::{Reattribution, Reattributor};
 
 use crate::domain::connector::ConnectorConfig;
+use crate::domain::connector::Publication;
 use crate::domain::fingerprint::Fingerprint;
-use crate::domain::ids::{ConnectorId, ObservationId};
+use crate::domain::ids::{ConnectorId, ObservationId, RunId};
 use crate::domain::model::{
     CommitMarker, CorrectionRules, Observation, QuarantineEntry, ReplayRecord, RunPageUpdate,
     SourceRef,
@@ -33,6 +34,17 @@ pub enum StoreError {
     /// tenant, item and listing); the message says why, with no internals.
     #[error("invalid cursor: {0}")]
     InvalidCursor(String),
+}
+
+/// What the fresh path reads before it parses a payload: the replay hint, the source's identity
+/// rules, and the publication policy of the delivery's run as the run recorded it when it
+/// started (`None`: not a run's page, a run nobody started, or one started before runs
+/// recorded it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayContext {
+    pub hint: ReplayHint,
+    pub rules: CorrectionRules,
+    pub run_publication: Option<Publication>,
 }
 
 /// What a possibly stale read says about a delivery's replay record.
@@ -145,18 +157,17 @@ pub trait EvidenceStore: Send + Sync {
         now: Timestamp,
     ) -> Result<ReplayHint, StoreError>;
 
-    /// `replay_hint` and the source's `correction_rules`, which the fresh path needs next, read
+    /// `replay_hint`, the source's `correction_rules`, and for a page of a run the publication
+    /// policy the run recorded when it started, which the fresh path needs next, read
     /// together; the store may do it in one round trip.
-    async fn replay_hint_and_rules(
+    async fn replay_context(
         &self,
         delivery_key: &str,
         payload_sha256: &str,
         source: &SourceRef,
+        run: Option<&RunId>,
         now: Timestamp,
-    ) -> Result<(ReplayHint, CorrectionRules), StoreError> {
-        let hint = self.replay_hint(delivery_key, payload_sha256, now).await?;
-        Ok((hint, self.correction_rules(source).await?))
-    }
+    ) -> Result<ReplayContext, StoreError>;
 
     /// Counts one attempt on the record under `delivery_key` if it is still what
     /// `replay_hint` saw as `SamePayload` (a conditional write under those same

@@ -643,14 +643,17 @@ impl Projector {
         ))
     }
 
-    /// Pages of a per-page connector were projected as they committed; those of an
-    /// on_run_complete connector become eligible now: one work record per page slice.
+    /// Pages of a per-page run were projected as they committed; those of a run that recorded
+    /// on_run_complete when it started become eligible now: one work record per page slice.
     async fn run_completed(&self, run: &Run) -> Result<(), StoreError> {
-        let policy = self
-            .reads
-            .connector_config(&run.connector)
-            .await?
-            .map_or(Publication::PerPage, |c| c.publication);
+        let policy = match run.publication {
+            Some(recorded) => recorded,
+            None => self
+                .reads
+                .connector_config(&run.connector)
+                .await?
+                .map_or(Publication::PerPage, |c| c.publication),
+        };
         if policy != Publication::OnRunComplete {
             return Ok(());
         }

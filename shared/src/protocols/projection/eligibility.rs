@@ -204,14 +204,19 @@ impl<'a> Eligibility<'a> {
 
     /// Whether the observation is from a run of a connector that publishes a run's pages only
     /// once the run is complete.
+    /// The policy is the one its run recorded when it started (copied onto the claim at
+    /// ingest); a claim stored before runs recorded it follows its connector's current policy.
     pub async fn awaits_its_run(&self, observation: &Observation) -> Result<bool, StoreError> {
         if observation.run_id.is_none() {
             return Ok(false);
         }
-        let policy = self
-            .connector(&observation.connector)
-            .await?
-            .map_or(Publication::PerPage, |c| c.publication);
+        let policy = match observation.run_publication {
+            Some(recorded) => recorded,
+            None => self
+                .connector(&observation.connector)
+                .await?
+                .map_or(Publication::PerPage, |c| c.publication),
+        };
         Ok(policy == Publication::OnRunComplete)
     }
 

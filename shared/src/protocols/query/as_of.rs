@@ -196,7 +196,10 @@ impl Context {
         reads: &dyn EvidenceReads,
         claims: &[Observation],
     ) -> Result<(), StoreError> {
-        for o in claims.iter().filter(|o| o.run_id.is_some()) {
+        for o in claims
+            .iter()
+            .filter(|o| o.run_id.is_some() && o.run_publication.is_none())
+        {
             if !self.connectors.contains_key(&o.connector) {
                 let config = reads.connector_config(&o.connector).await?;
                 self.connectors.insert(o.connector.clone(), config);
@@ -232,11 +235,14 @@ impl Context {
         Ok(())
     }
 
+    /// As the live rule: the policy the claim's run recorded, else its connector's current one.
     fn publication(&self, o: &Observation) -> Publication {
-        self.connectors
-            .get(&o.connector)
-            .and_then(Option::as_ref)
-            .map_or(Publication::PerPage, |c| c.publication)
+        o.run_publication.unwrap_or_else(|| {
+            self.connectors
+                .get(&o.connector)
+                .and_then(Option::as_ref)
+                .map_or(Publication::PerPage, |c| c.publication)
+        })
     }
 
     /// The claim's visibility at `at`, in the order the live rule checks it.
