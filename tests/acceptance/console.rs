@@ -178,6 +178,11 @@ async fn the_console_and_its_views_show_freshness_and_every_claim_and_change_not
     assert_eq!(quarantined[0]["observed_at"], at);
     assert_eq!(quarantined[0]["delivery_key"], PAGE2);
     assert_eq!(quarantined[0]["status"], "open");
+    assert_eq!(
+        quarantined[0]["read_under"],
+        json!({"normalizer": feedsafe::domain::normalize::NORMALIZER_VERSION}),
+        "read now under today's normalizer; acme-eu was configured before definitions"
+    );
 
     // Scope and tenant: a reader is refused; another tenant's operator sees none of it.
     for url in [&connectors_url, &timeline_url] {

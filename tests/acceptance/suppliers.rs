@@ -99,6 +99,32 @@ async fn a_german_csv_and_an_xml_catalog_dropped_as_files_become_offers() {
         assert_eq!(records.len(), 1, "{supplier}: one file, one delivery");
         assert_eq!(records[0]["payload_format"], "defined");
         assert_eq!(records[0]["connector_version"], 1, "{}", records[0]);
+        derived_under_version_one(&env, &id).await;
+    }
+}
+
+/// Every stored observation of `connector` names its derivation: definition version 1 and
+/// today's normalizer.
+async fn derived_under_version_one(env: &TestEnv, connector: &str) {
+    let stored: Vec<feedsafe::domain::model::Observation> = env
+        .table_items(&env.table)
+        .await
+        .into_iter()
+        .map(|item| serde_dynamo::from_item::<_, Value>(item).unwrap())
+        .filter(|v| v["entity"] == "observation" && v["connector"] == connector)
+        .map(|v| serde_json::from_value(v).unwrap())
+        .collect();
+    assert!(!stored.is_empty(), "{connector}");
+    for o in stored {
+        assert_eq!(
+            o.derivation,
+            Some(feedsafe::domain::model::Derivation {
+                connector_version: Some(1),
+                normalizer: feedsafe::domain::normalize::NORMALIZER_VERSION.to_owned(),
+            }),
+            "{}",
+            o.observation_id
+        );
     }
 }
 

@@ -219,6 +219,7 @@ impl<'w> Sim<'w> {
                 _ => None,
             },
             run_publication: None,
+            derivation: None,
             artifact_key: artifact.to_owned(),
             artifact_sha256: sha.to_owned(),
             dedup_confidence: DedupConfidence::WithinHorizon,

@@ -99,6 +99,26 @@ impl ReplayRecord {
     }
 }
 
+/// What an observation was derived under: its connector's definition version (`None`: a
+/// connector configured before definitions) and the normalizer's version. The raw artifact is
+/// never rewritten; a different derivation of it is a new, superseding observation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Derivation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector_version: Option<u64>,
+    pub normalizer: String,
+}
+
+impl Derivation {
+    /// Under a connector's definition version and today's normalizer.
+    pub fn now(connector_version: Option<u64>) -> Self {
+        Self {
+            connector_version,
+            normalizer: crate::domain::normalize::NORMALIZER_VERSION.to_owned(),
+        }
+    }
+}
+
 /// What one source claimed about one identified item at one observed time. Append-only.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Observation {
@@ -133,6 +153,9 @@ pub struct Observation {
     /// at ingest; absent outside runs and on claims stored before runs recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_publication: Option<crate::domain::connector::Publication>,
+    /// What it was derived under; absent on claims stored before derivations were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derivation: Option<Derivation>,
     pub artifact_key: String,
     pub artifact_sha256: String,
     pub dedup_confidence: DedupConfidence,
@@ -632,6 +655,7 @@ mod tests {
             retrieved_at: at,
             run_id: None,
             run_publication: None,
+            derivation: None,
             artifact_key: String::new(),
             artifact_sha256: String::new(),
             dedup_confidence: DedupConfidence::WithinHorizon,

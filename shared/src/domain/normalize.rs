@@ -60,6 +60,11 @@ pub struct NormalizedRow {
 /// staged delivery stays within 52 chunk transactions.
 pub const MAX_ROWS: usize = 5_000;
 
+/// The version of the rules that read a payload into rows (this module and the declarative
+/// mapping), recorded on every observation with its connector's definition version
+/// (`Derivation`). It changes when a payload read today would give other rows than before.
+pub const NORMALIZER_VERSION: &str = "normalize-v1";
+
 /// Parses and validates `body` as `format`; rows come back in canonical index order for `rule`.
 pub fn normalize(
     format: PayloadFormat,

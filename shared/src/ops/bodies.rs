@@ -345,6 +345,10 @@ pub struct QuarantinedClaim {
     pub reason: Option<String>,
     #[serde(flatten)]
     pub row: Option<QuarantinedRow>,
+    /// What the payload was read under now: its connector's current definition version and
+    /// today's normalizer (absent when there were no rules to read it with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_under: Option<crate::domain::model::Derivation>,
 }
 
 /// One row of a quarantined payload, as the connector's rules read it.

@@ -427,6 +427,7 @@ fn a_source_without_claims_has_null_freshness_and_an_unreadable_payload_no_claim
         readable: false,
         reason: Some("gone".into()),
         row: None,
+        read_under: None,
     };
     assert_eq!(
         serde_json::to_value(&base).unwrap(),

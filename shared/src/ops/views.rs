@@ -13,7 +13,7 @@ use super::ports::ResolvedEntry;
 use super::{reply, OpsError, OpsResult, OpsService, MAX_DIFF_BYTES, STATUS_OPEN};
 use crate::domain::connector::ConnectorConfig;
 use crate::domain::ids::ObservationId;
-use crate::domain::model::{QuarantineEntry, QuarantineKind, SourceRef};
+use crate::domain::model::{Derivation, QuarantineEntry, QuarantineKind, SourceRef};
 use crate::domain::normalize::Reading;
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::projection::ProjectionStore;
@@ -184,6 +184,7 @@ impl OpsService {
             readable: false,
             reason: None,
             row: None,
+            read_under: None,
         };
         let unreadable = |reason: String| {
             vec![QuarantinedClaim {
@@ -198,6 +199,16 @@ impl OpsService {
         let body = match self.archive.read(&entry.evidence_key, MAX_DIFF_BYTES).await {
             Ok(body) => body,
             Err(e) => return unreadable(super::quarantine::unreadable_artifact(e)),
+        };
+        let base = QuarantinedClaim {
+            read_under: Some(Derivation::now(config.version)),
+            ..base
+        };
+        let unreadable = |reason: String| {
+            vec![QuarantinedClaim {
+                reason: Some(reason),
+                ..base.clone()
+            }]
         };
         let read = Reading::of(&config).read(config.canonicalization, &body);
         let rows = match read {

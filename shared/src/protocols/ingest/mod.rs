@@ -43,8 +43,8 @@ use crate::domain::fingerprint::Fingerprint;
 use crate::domain::hashing::{base64_decode, hex, sha256};
 use crate::domain::ids::{DeliveryKey, ObservationId};
 use crate::domain::model::{
-    CorrectionRules, Observation, ReplayRecord, ReplayState, SourceRef, CLAIM_SOURCE_REPORTED,
-    VERIFICATION_UNVERIFIED,
+    CorrectionRules, Derivation, Observation, ReplayRecord, ReplayState, SourceRef,
+    CLAIM_SOURCE_REPORTED, VERIFICATION_UNVERIFIED,
 };
 use crate::domain::normalize::{NormalizedRow, Reading, RefusedRow};
 use crate::domain::reject::{RejectCode, Rejection};
@@ -587,6 +587,7 @@ impl IngestService {
                 retrieved_at: record.retrieved_at,
                 run_id: record.run.as_ref().map(|r| r.run_id.clone()),
                 run_publication: record.run.as_ref().and(d.run_publication),
+                derivation: Some(Derivation::now(record.connector_version)),
                 artifact_key: record.artifact_key.clone(),
                 artifact_sha256: record.payload_sha256.clone(),
                 dedup_confidence: record.dedup_confidence,

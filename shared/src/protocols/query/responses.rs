@@ -481,6 +481,7 @@ mod tests {
             retrieved_at: at("2026-11-29T08:00:05.123456Z"),
             run_id: None,
             run_publication: None,
+            derivation: None,
             artifact_key: "raw/acme/d1.json".into(),
             artifact_sha256: "ab".repeat(32),
             dedup_confidence: DedupConfidence::BeyondHorizon,
@@ -510,6 +511,7 @@ mod tests {
         let in_run = Observation {
             run_id: Some(RunId::parse("run_7").unwrap()),
             run_publication: None,
+            derivation: None,
             superseded_by: Some(copy.observation_id.clone()),
             future_dated: true,
             ..plain.clone()
