@@ -10,8 +10,9 @@ use super::dynamo::{
     DynamoEvidenceStore, SK_REPLAY, SK_RUN,
 };
 use super::operator_records::{rules_pk, StoredRules, SK_RULES};
+use crate::domain::connector::Publication;
 use crate::domain::ids::RunId;
-use crate::domain::model::{CorrectionRules, ReplayRecord, ReplayState, Run, SourceRef};
+use crate::domain::model::{CorrectionRules, ReplayRecord, ReplayState, SourceRef};
 use crate::domain::timestamp::Timestamp;
 use crate::protocols::ports::{ReplayContext, ReplayHint, StoreError};
 use aws_sdk_dynamodb::error::SdkError;
@@ -87,7 +88,13 @@ impl DynamoEvidenceStore {
             {
                 Some(SK_REPLAY) => record = Some(decode_replay(item)?),
                 Some(SK_RULES) => rules = decode::<StoredRules>(item)?.rules,
-                Some(SK_RUN) => run_publication = decode::<Run>(item)?.publication,
+                // Only the policy is read: whatever else the run item holds never stops a page.
+                Some(SK_RUN) => {
+                    run_publication = item
+                        .get("publication")
+                        .and_then(|v| v.as_s().ok())
+                        .and_then(|name| Publication::parse(name))
+                }
                 other => {
                     return Err(StoreError::Invariant(format!(
                         "BatchGetItem returned an item that was not asked for (sk {other:?})"

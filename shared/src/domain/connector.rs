@@ -58,6 +58,13 @@ impl Publication {
             Self::OnRunComplete => "on_run_complete",
         }
     }
+
+    /// The policy a stored or documented name names, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::PerPage, Self::OnRunComplete]
+            .into_iter()
+            .find(|p| p.as_str() == name)
+    }
 }
 
 /// Which source field names a delivery, strongest first; used by the intake functions.
@@ -332,6 +339,18 @@ fn pull_problem(pull: &PullSettings, defined: bool) -> Option<(&'static str, &'s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_publication_policy_round_trips_its_stored_name() {
+        for policy in [Publication::PerPage, Publication::OnRunComplete] {
+            let serialized = serde_json::to_value(policy).unwrap();
+            assert_eq!(serialized, serde_json::json!(policy.as_str()));
+            assert_eq!(Publication::parse(policy.as_str()), Some(policy));
+        }
+        for other in ["", "PER_PAGE", "per_page ", "on-run-complete", "\u{0}"] {
+            assert_eq!(Publication::parse(other), None, "{other:?}");
+        }
+    }
 
     fn acme_eu() -> ConnectorConfig {
         ConnectorConfig {
