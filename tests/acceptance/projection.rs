@@ -2,7 +2,6 @@
 
 use acceptance::*;
 use feedsafe::domain::connector::{ConnectorConfig, Publication};
-use feedsafe::domain::envelope::{DeliveryEnvelope, RunPage};
 use feedsafe::domain::ids::{RunId, SourceAccount};
 use feedsafe::domain::item::CanonicalItem;
 use feedsafe::domain::model::{Run, RunStatus, SourceRef};
@@ -124,30 +123,16 @@ async fn start_run(env: &TestEnv, config: &ConnectorConfig, run_id: &RunId) {
         .unwrap();
 }
 
-/// Page `n` of EXP-7000 (one claim about `sku`), as the poller enqueues it.
-fn run_page(config: &ConnectorConfig, run_id: &RunId, n: u32, sku: &str) -> Vec<u8> {
+/// Page `n` of EXP-7000 (one claim about `sku`), as the poller enqueues it under its run
+/// (`run-acme-eu.EXP-7000`).
+fn run_page(config: &ConnectorConfig, n: u32, sku: &str) -> Vec<u8> {
     let body = export_page(
         "EXP-7000",
         n,
         3,
         vec![offer(sku, i64::from(n), "10.00", "2026-11-29T08:00:00Z")],
     );
-    let key = delivery_key(config, &format!("EXP-7000/{n}"));
-    let run = RunPage {
-        run_id: run_id.clone(),
-        page: n,
-        page_count: Some(3),
-    };
-    DeliveryEnvelope::inline(
-        &key,
-        "export_page",
-        Timestamp::now(),
-        "application/json",
-        Some(run),
-        &body,
-    )
-    .to_json()
-    .into_bytes()
+    page_envelope(config, "EXP-7000", n, 3, &body)
 }
 
 /// Page 3 keeps failing (its archive write fails) until the queue dead-letters it.
@@ -241,12 +226,10 @@ async fn partial_run(publication: Publication) {
     let run_id = RunId::parse("run-acme-eu.EXP-7000").unwrap();
     start_run(&env, &config, &run_id).await;
     // Pages 1 and 2 commit; page 3 is dead-lettered.
-    env.send("IngestQueue", &run_page(&config, &run_id, 1, "P-1"))
-        .await;
-    env.send("IngestQueue", &run_page(&config, &run_id, 2, "P-2"))
-        .await;
+    env.send("IngestQueue", &run_page(&config, 1, "P-1")).await;
+    env.send("IngestQueue", &run_page(&config, 2, "P-2")).await;
     ingested(&env, &service, 2).await;
-    dead_letter(&env, &run_page(&config, &run_id, 3, "P-3")).await;
+    dead_letter(&env, &run_page(&config, 3, "P-3")).await;
     env.drain(&mut stream, &projector).await;
     swept_incomplete(&env, &run_id).await;
     let now = Timestamp::now();
@@ -603,10 +586,8 @@ async fn readable_after_the_policy_changed(started_with: Publication) -> (bool, 
     start_run(&env, &changed, &run_id).await;
     let run = env.store.run(run_id.as_str()).await.unwrap().unwrap();
     assert_eq!(run.publication, Some(started_with));
-    env.send("IngestQueue", &run_page(&config, &run_id, 1, "P-1"))
-        .await;
-    env.send("IngestQueue", &run_page(&config, &run_id, 2, "P-2"))
-        .await;
+    env.send("IngestQueue", &run_page(&config, 1, "P-1")).await;
+    env.send("IngestQueue", &run_page(&config, 2, "P-2")).await;
     ingested(&env, &service, 2).await;
     env.drain(&mut stream, &projector).await;
     let now = Timestamp::now();
